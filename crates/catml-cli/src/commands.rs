@@ -1,0 +1,203 @@
+use std::collections::BTreeMap;
+
+use catml::ad;
+use catml::interp::{self, order_inputs_named};
+use catml::ir::{json, listing, InputKind, Program};
+use catml::tensor::{Tensor, TensorType};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::io::{read_json, read_module, read_tensor_map};
+use crate::Command;
+
+type Result<T> = std::result::Result<T, String>;
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+fn type_json(ty: &TensorType) -> Value {
+    json!({"dtype": ty.dtype, "shape": ty.dims()})
+}
+
+#[derive(Serialize)]
+struct NamedTensor<'a> {
+    name: &'a str,
+    #[serde(flatten)]
+    tensor: &'a Tensor,
+}
+
+fn outputs_json(p: &Program, values: &[Tensor]) -> Value {
+    let named: Vec<NamedTensor> = p
+        .outputs()
+        .iter()
+        .zip(values)
+        .map(|(&o, t)| NamedTensor {
+            name: p.name(o),
+            tensor: t,
+        })
+        .collect();
+    serde_json::to_value(named).expect("serialisable")
+}
+
+fn to_text(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).expect("serialisable");
+    s.push('\n');
+    s
+}
+
+pub fn run(command: Command) -> Result<String> {
+    match command {
+        Command::Check { module } => {
+            let p = read_module(&module)?;
+            let inputs: Vec<Value> = p
+                .inputs()
+                .iter()
+                .map(|i| {
+                    json!({"name": i.name, "dtype": i.ty.dtype, "shape": i.ty.dims(),
+                           "kind": if i.kind == InputKind::Param { "parameter" } else { "data" }})
+                })
+                .collect();
+            let params: Vec<&str> = p.param_indices().iter().map(|&i| p.inputs()[i].name.as_str()).collect();
+            let outputs: Vec<Value> = p
+                .outputs()
+                .iter()
+                .map(|&o| json!({"name": p.name(o), "dtype": p.ty(o).dtype, "shape": p.ty(o).dims()}))
+                .collect();
+            Ok(to_text(&json!({"valid": true, "inputs": inputs, "parameters": params,
+                               "nodes": p.n_nodes(), "outputs": outputs})))
+        }
+        Command::Print { module, grad, jvp, json: as_json } => {
+            let p = read_module(&module)?;
+            let shown = if grad {
+                ad::vjp(&p).map_err(err)?.program
+            } else if jvp {
+                ad::jvp(&p).map_err(err)?.program
+            } else {
+                p
+            };
+            Ok(if as_json { json::to_string(&shown) } else { listing::print(&shown) })
+        }
+        Command::Shape { module } => {
+            let p = read_module(&module)?;
+            let types = interp::shape(&p, &p.input_types()).map_err(err)?;
+            let outputs: Vec<Value> = p
+                .outputs()
+                .iter()
+                .zip(&types)
+                .map(|(&o, t)| {
+                    let mut v = type_json(t);
+                    v["name"] = p.name(o).into();
+                    v
+                })
+                .collect();
+            Ok(to_text(&json!({ "outputs": outputs })))
+        }
+        Command::Params { module } => {
+            let p = read_module(&module)?;
+            Ok(to_text(&serde_json::to_value(interp::params(&p)).expect("serialisable")))
+        }
+        Command::Cost { module, grad } => {
+            let p = read_module(&module)?;
+            let p = if grad { ad::vjp(&p).map_err(err)?.program } else { p };
+            Ok(to_text(&serde_json::to_value(interp::cost(&p)).expect("serialisable")))
+        }
+        Command::Eval { module, inputs } => {
+            let p = read_module(&module)?;
+            let named = read_tensor_map(&inputs)?;
+            let values = interp::eval_named(&p, &named).map_err(err)?;
+            Ok(to_text(&json!({ "outputs": outputs_json(&p, &values) })))
+        }
+        Command::Grad { module, inputs, cotangents } => {
+            let p = read_module(&module)?;
+            let named = read_tensor_map(&inputs)?;
+            let mut args = order_inputs_named(&p, &named).map_err(err)?;
+            let seeds: Vec<Tensor> = match cotangents {
+                None => p.output_types().iter().map(|t| Tensor::full(t, 1.0)).collect(),
+                Some(path) => {
+                    let seeds: Vec<Tensor> = read_json(&path)?;
+                    check_seeds(&p, &seeds)?;
+                    seeds
+                }
+            };
+            args.extend(seeds);
+            let v = ad::vjp(&p).map_err(err)?;
+            let (values, report) = interp::eval_with_report(&v.program, &args).map_err(err)?;
+            let mut gradients = serde_json::Map::new();
+            let mut by_tag: BTreeMap<String, serde_json::Map<String, Value>> = BTreeMap::new();
+            for (i, g) in v.gradients.iter().enumerate() {
+                let Some(k) = g else { continue };
+                let name = &p.inputs()[i].name;
+                let t = serde_json::to_value(&values[*k]).expect("serialisable");
+                if p.inputs()[i].kind == InputKind::Param {
+                    let tag = p.tag_of(p.input_var(i)).unwrap_or("untagged").to_string();
+                    by_tag.entry(tag).or_default().insert(name.clone(), t.clone());
+                }
+                gradients.insert(name.clone(), t);
+            }
+            let conventions: Vec<Value> = report
+                .conventions
+                .iter()
+                .map(|c| json!({"node": c.name, "op": c.op, "convention": c.convention, "elements": c.elements}))
+                .collect();
+            Ok(to_text(&json!({
+                "outputs": outputs_json(&p, &values[..v.n_primal_outputs]),
+                "gradients": gradients,
+                "gradients_by_tag": by_tag,
+                "conventions": conventions,
+                "residual_bytes": v.residual_bytes(),
+            })))
+        }
+        Command::Jvp { module, inputs, tangents } => {
+            let p = read_module(&module)?;
+            let named = read_tensor_map(&inputs)?;
+            let mut args = order_inputs_named(&p, &named).map_err(err)?;
+            let tangent_map = read_tensor_map(&tangents)?;
+            let j = ad::jvp(&p).map_err(err)?;
+            if let Some(extra) = tangent_map.keys().find(|k| p.var(k).is_none_or(|v| v.index() >= p.n_inputs())) {
+                return Err(format!("{}: unknown input `{extra}`", tangents.display()));
+            }
+            for (i, input) in p.inputs().iter().enumerate() {
+                if j.tangent_inputs[i].is_none() {
+                    continue;
+                }
+                let t = match tangent_map.get(&input.name) {
+                    Some(t) if t.ty() != input.ty => {
+                        return Err(format!(
+                            "{}: tangent of `{}` has type {}, expected {}",
+                            tangents.display(),
+                            input.name,
+                            t.ty(),
+                            input.ty
+                        ))
+                    }
+                    Some(t) => t.clone(),
+                    None => Tensor::zeros(&input.ty),
+                };
+                args.push(t);
+            }
+            let values = interp::eval(&j.program, &args).map_err(err)?;
+            let (primal, tangent) = values.split_at(j.n_primal_outputs);
+            Ok(to_text(&json!({
+                "outputs": outputs_json(&p, primal),
+                "tangents": outputs_json(&p, tangent),
+            })))
+        }
+    }
+}
+
+fn check_seeds(p: &Program, seeds: &[Tensor]) -> Result<()> {
+    if seeds.len() != p.outputs().len() {
+        return Err(format!(
+            "cotangents: expected {} tensors (one per output occurrence), found {}",
+            p.outputs().len(),
+            seeds.len()
+        ));
+    }
+    for (k, (s, t)) in seeds.iter().zip(p.output_types()).enumerate() {
+        if s.ty() != t {
+            return Err(format!("cotangents[{k}]: has type {}, output `{}` has {t}", s.ty(), p.name(p.outputs()[k])));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,51 @@
+use std::collections::BTreeMap;
+
+use crate::ir::Program;
+
+/// What running a program costs, from types alone.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Cost {
+    pub flops: u64,
+    /// Bytes read by nodes (operands) and written (results).
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Largest total size of live values while evaluating in order, freeing after last use.
+    pub peak_live_bytes: u64,
+    pub flops_by_op: BTreeMap<String, u64>,
+}
+
+/// Flops and bytes of one evaluation.
+pub fn cost(p: &Program) -> Cost {
+    let mut c = Cost {
+        flops: 0,
+        bytes_read: 0,
+        bytes_written: 0,
+        peak_live_bytes: 0,
+        flops_by_op: BTreeMap::new(),
+    };
+    let bytes = |v: crate::ir::Var| p.ty(v).bytes() as u64;
+    let mut last = p.last_uses();
+    for &o in p.outputs() {
+        last[o.index()] = None;
+    }
+    let mut live: u64 = (0..p.n_inputs()).map(|i| bytes(p.input_var(i))).sum();
+    c.peak_live_bytes = live;
+    for (i, n) in p.nodes().iter().enumerate() {
+        let in_types: Vec<_> = n.operands.iter().map(|&o| p.ty(o).clone()).collect();
+        let f = n.prim.flops(&in_types, &n.ty);
+        c.flops += f;
+        *c.flops_by_op.entry(n.prim.name().to_string()).or_default() += f;
+        c.bytes_read += n.operands.iter().map(|&o| bytes(o)).sum::<u64>();
+        let out = n.ty.bytes() as u64;
+        c.bytes_written += out;
+        live += out;
+        c.peak_live_bytes = c.peak_live_bytes.max(live);
+        let mut freed: Vec<usize> = n.operands.iter().map(|o| o.index()).filter(|&v| last[v] == Some(i)).collect();
+        freed.sort_unstable();
+        freed.dedup();
+        for v in freed {
+            live -= p.ty(crate::ir::Var(v as u32)).bytes() as u64;
+        }
+    }
+    c
+}

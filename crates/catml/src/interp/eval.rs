@@ -1,0 +1,181 @@
+use std::collections::BTreeMap;
+
+use crate::ir::{KernelError, Program};
+use crate::tensor::{Tensor, TensorType};
+
+/// Why evaluation stopped. Nothing is returned on error.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalError {
+    #[error("expected {expected} inputs, found {found}")]
+    InputCount { expected: usize, found: usize },
+    #[error("missing input `{name}` ({ty})")]
+    MissingInput { name: String, ty: TensorType },
+    #[error("unknown input `{name}`: the program has no such input")]
+    ExtraInput { name: String },
+    #[error("input `{name}` has type {found}, expected {expected}")]
+    InputType {
+        name: String,
+        expected: TensorType,
+        found: TensorType,
+    },
+    #[error("node {index} `{name}` ({op}): {source}")]
+    Kernel {
+        index: usize,
+        name: String,
+        op: String,
+        source: KernelError,
+    },
+    #[error("node {index} `{name}` ({op}) produced {count} non-finite values (first at element {first})")]
+    NonFinite {
+        index: usize,
+        name: String,
+        op: String,
+        count: usize,
+        first: usize,
+    },
+}
+
+/// A node where a labelled convention decided the derivative (001 §5 made observable).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConventionHit {
+    pub index: usize,
+    pub name: String,
+    pub op: String,
+    /// The rule's stated convention.
+    pub convention: String,
+    /// How many elements sat at the convention's point.
+    pub elements: usize,
+}
+
+/// What an evaluation observed besides its values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EvalReport {
+    pub conventions: Vec<ConventionHit>,
+}
+
+fn check_inputs(p: &Program, inputs: &[Tensor]) -> Result<(), EvalError> {
+    if inputs.len() != p.n_inputs() {
+        return Err(EvalError::InputCount {
+            expected: p.n_inputs(),
+            found: inputs.len(),
+        });
+    }
+    for (decl, t) in p.inputs().iter().zip(inputs) {
+        let ty = t.ty();
+        if ty != decl.ty {
+            return Err(EvalError::InputType {
+                name: decl.name.clone(),
+                expected: decl.ty.clone(),
+                found: ty,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn run(p: &Program, inputs: &[Tensor], mut report: Option<&mut EvalReport>) -> Result<Vec<Tensor>, EvalError> {
+    check_inputs(p, inputs)?;
+    let n_in = p.n_inputs();
+    let mut env: Vec<Option<Tensor>> = Vec::with_capacity(p.n_vars());
+    env.extend(inputs.iter().cloned().map(Some));
+    env.resize(p.n_vars(), None);
+    // Free each value after its last reader, unless it is an output.
+    let mut last = p.last_uses();
+    for &o in p.outputs() {
+        last[o.index()] = None;
+    }
+    let mut frees: Vec<Vec<usize>> = vec![Vec::new(); p.n_nodes()];
+    for (v, l) in last.iter().enumerate() {
+        if let Some(i) = l {
+            frees[*i].push(v);
+        }
+    }
+    for (i, node) in p.nodes().iter().enumerate() {
+        let args: Vec<&Tensor> = node
+            .operands
+            .iter()
+            .map(|o| env[o.index()].as_ref().expect("operands are live until their last use"))
+            .collect();
+        let fail = |source| EvalError::Kernel {
+            index: i,
+            name: node.name.clone(),
+            op: node.prim.name().to_string(),
+            source,
+        };
+        let out = node.prim.eval(&args).map_err(fail)?;
+        if out.ty() != node.ty {
+            return Err(fail(KernelError::Unsupported(format!(
+                "kernel returned {}, its type rule says {}",
+                out.ty(),
+                node.ty
+            ))));
+        }
+        let bad = out.count_non_finite();
+        if bad > 0 {
+            let first = out.to_f64_vec().iter().position(|v| !v.is_finite()).unwrap_or(0);
+            return Err(EvalError::NonFinite {
+                index: i,
+                name: node.name.clone(),
+                op: node.prim.name().to_string(),
+                count: bad,
+                first,
+            });
+        }
+        if let Some(r) = report.as_deref_mut() {
+            let elements = node.prim.convention_points(&args);
+            if elements > 0 {
+                r.conventions.push(ConventionHit {
+                    index: i,
+                    name: node.name.clone(),
+                    op: node.prim.name().to_string(),
+                    convention: node.prim.rule().to_string(),
+                    elements,
+                });
+            }
+        }
+        drop(args);
+        env[n_in + i] = Some(out);
+        for &v in &frees[i] {
+            env[v] = None;
+        }
+    }
+    Ok(p
+        .outputs()
+        .iter()
+        .map(|o| env[o.index()].clone().expect("outputs are kept"))
+        .collect())
+}
+
+/// Evaluates a program on inputs given in declaration order; one tensor per output occurrence.
+pub fn eval(p: &Program, inputs: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {
+    run(p, inputs, None)
+}
+
+/// Evaluates and reports where labelled conventions decided a derivative.
+pub fn eval_with_report(p: &Program, inputs: &[Tensor]) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
+    let mut report = EvalReport::default();
+    let out = run(p, inputs, Some(&mut report))?;
+    Ok((out, report))
+}
+
+/// Orders named inputs by declaration; missing and unknown names are errors.
+pub fn order_inputs(p: &Program, named: &BTreeMap<String, Tensor>) -> Result<Vec<Tensor>, EvalError> {
+    if let Some(extra) = named.keys().find(|k| !p.inputs().iter().any(|i| &i.name == *k)) {
+        return Err(EvalError::ExtraInput { name: extra.clone() });
+    }
+    p.inputs()
+        .iter()
+        .map(|i| {
+            named.get(&i.name).cloned().ok_or_else(|| EvalError::MissingInput {
+                name: i.name.clone(),
+                ty: i.ty.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Evaluates on inputs given by name.
+pub fn eval_named(p: &Program, named: &BTreeMap<String, Tensor>) -> Result<Vec<Tensor>, EvalError> {
+    eval(p, &order_inputs(p, named)?)
+}

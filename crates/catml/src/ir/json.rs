@@ -1,0 +1,311 @@
+//! LensIR JSON: `{"format": "lensir-module/1", "inputs": [..], "parameters": [..], "nodes": [..],
+//! "outputs": [..]}`. Reading validates through a [`Builder`] and reports every violation.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::primitive::Attrs;
+use super::validate::{ValidationError, ValidationErrors};
+use super::{Builder, InputKind, Program, Registry, Var};
+use crate::tensor::{DType, Shape, TensorType};
+
+/// The format tag written and accepted.
+pub const FORMAT: &str = "lensir-module/1";
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ModuleJson {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) format: Option<String>,
+    pub(crate) inputs: Vec<InputJson>,
+    #[serde(default)]
+    pub(crate) parameters: Vec<String>,
+    pub(crate) nodes: Vec<NodeJson>,
+    pub(crate) outputs: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InputJson {
+    pub(crate) name: String,
+    pub(crate) shape: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) dtype: Option<DType>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NodeJson {
+    pub(crate) name: String,
+    pub(crate) op: String,
+    #[serde(default)]
+    pub(crate) operands: Vec<String>,
+    #[serde(default, skip_serializing_if = "Attrs::is_empty")]
+    pub(crate) attrs: Attrs,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tag: Option<String>,
+}
+
+/// Parses and validates a LensIR module.
+pub fn from_str(text: &str, registry: &Registry) -> Result<Program, ValidationErrors> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let module: ModuleJson = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        ValidationError::Json {
+            path: if path == "." { "module".to_string() } else { path },
+            message: e.into_inner().to_string(),
+        }
+    })?;
+    de.end().map_err(|e| ValidationError::Json {
+        path: "module".to_string(),
+        message: e.to_string(),
+    })?;
+    build(module, registry)
+}
+
+fn parse_shape(dims: &[Value]) -> Result<Shape, String> {
+    let mut out = Vec::with_capacity(dims.len());
+    for d in dims {
+        match d.as_u64().filter(|&n| n > 0) {
+            Some(n) => out.push(usize::try_from(n).map_err(|_| d.to_string())?),
+            None => return Err(d.to_string()),
+        }
+    }
+    let shape = Shape::new(out);
+    match shape.checked_numel() {
+        Some(_) => Ok(shape),
+        None => Err(format!("(product of {})", shape)),
+    }
+}
+
+pub(crate) fn build(m: ModuleJson, registry: &Registry) -> Result<Program, ValidationErrors> {
+    let mut errors = Vec::new();
+    if let Some(f) = &m.format {
+        if f != FORMAT {
+            errors.push(ValidationError::Format { found: f.clone() });
+        }
+    }
+    // Where each name is first defined, to tell duplicates and use-before-definition apart.
+    let mut first_def: HashMap<&str, String> = HashMap::new();
+    let mut node_pos: HashMap<&str, usize> = HashMap::new();
+    for (i, n) in m.nodes.iter().enumerate() {
+        node_pos.entry(n.name.as_str()).or_insert(i);
+    }
+    let input_names: HashSet<&str> = m.inputs.iter().map(|i| i.name.as_str()).collect();
+    let mut params = HashSet::new();
+    for (index, p) in m.parameters.iter().enumerate() {
+        if !input_names.contains(p.as_str()) {
+            errors.push(ValidationError::ParamNotInput {
+                index,
+                name: p.clone(),
+            });
+        } else if !params.insert(p.as_str()) {
+            errors.push(ValidationError::ParamTwice {
+                index,
+                name: p.clone(),
+            });
+        }
+    }
+
+    let mut b = Builder::new();
+    // Names whose definition was rejected: their uses are not reported again.
+    let mut poisoned: HashSet<&str> = HashSet::new();
+    for (index, input) in m.inputs.iter().enumerate() {
+        let place = format!("inputs[{index}]");
+        if let Some(first) = first_def.get(input.name.as_str()) {
+            errors.push(ValidationError::Duplicate {
+                place,
+                name: input.name.clone(),
+                first: first.clone(),
+            });
+            continue;
+        }
+        first_def.insert(&input.name, place);
+        let shape = match parse_shape(&input.shape) {
+            Ok(s) => s,
+            Err(dim) => {
+                errors.push(ValidationError::InvalidDim {
+                    index,
+                    name: input.name.clone(),
+                    dim,
+                    shape: Value::Array(input.shape.clone()).to_string(),
+                });
+                poisoned.insert(&input.name);
+                continue;
+            }
+        };
+        let kind = if params.contains(input.name.as_str()) {
+            InputKind::Param
+        } else {
+            InputKind::Data
+        };
+        let ty = TensorType::new(input.dtype.unwrap_or(DType::F64), shape);
+        b.input(&input.name, ty, kind)
+            .expect("name and shape checked above");
+    }
+
+    for (index, node) in m.nodes.iter().enumerate() {
+        let place = format!("nodes[{index}]");
+        if let Some(first) = first_def.get(node.name.as_str()) {
+            errors.push(ValidationError::Duplicate {
+                place,
+                name: node.name.clone(),
+                first: first.clone(),
+            });
+            continue;
+        }
+        first_def.insert(&node.name, place);
+        let mut operands = Vec::with_capacity(node.operands.len());
+        let mut ok = true;
+        for operand in &node.operands {
+            if let Some(v) = b.lookup(operand) {
+                operands.push(v);
+                continue;
+            }
+            ok = false;
+            if poisoned.contains(operand.as_str()) {
+                continue;
+            }
+            errors.push(match node_pos.get(operand.as_str()) {
+                Some(&defined_at) if !input_names.contains(operand.as_str()) => {
+                    ValidationError::UseBeforeDef {
+                        index,
+                        name: node.name.clone(),
+                        operand: operand.clone(),
+                        defined_at,
+                    }
+                }
+                _ => ValidationError::UnknownOperand {
+                    index,
+                    name: node.name.clone(),
+                    operand: operand.clone(),
+                },
+            });
+        }
+        let prim = match registry.construct(&node.op, &node.attrs) {
+            None => {
+                errors.push(ValidationError::UnknownPrimitive {
+                    index,
+                    name: node.name.clone(),
+                    op: node.op.clone(),
+                });
+                None
+            }
+            Some(Err(source)) => {
+                errors.push(ValidationError::Type {
+                    index,
+                    name: node.name.clone(),
+                    op: node.op.clone(),
+                    source,
+                });
+                None
+            }
+            Some(Ok(p)) => Some(p),
+        };
+        let applied = match prim {
+            Some(prim) if ok => {
+                b.set_tag(node.tag.clone());
+                match b.apply_named(&node.name, prim, &operands) {
+                    Ok(_) => true,
+                    Err(super::BuildError::Type { source, .. }) => {
+                        errors.push(ValidationError::Type {
+                            index,
+                            name: node.name.clone(),
+                            op: node.op.clone(),
+                            source,
+                        });
+                        false
+                    }
+                    Err(e) => unreachable!("names are checked before applying: {e}"),
+                }
+            }
+            _ => false,
+        };
+        if !applied {
+            poisoned.insert(&node.name);
+        }
+    }
+
+    let mut outputs = Vec::with_capacity(m.outputs.len());
+    if m.outputs.is_empty() {
+        errors.push(ValidationError::NoOutputs);
+    }
+    for (index, name) in m.outputs.iter().enumerate() {
+        match b.lookup(name) {
+            Some(v) => outputs.push(v),
+            None if poisoned.contains(name.as_str()) => {}
+            None => errors.push(ValidationError::UnknownOutput {
+                index,
+                name: name.clone(),
+            }),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ValidationErrors(errors));
+    }
+    Ok(b.finish(&outputs).expect("outputs checked above"))
+}
+
+/// Writes a program as a LensIR module (pretty-printed, one node per line).
+pub fn to_string(p: &Program) -> String {
+    let inputs: Vec<String> = p
+        .inputs()
+        .iter()
+        .map(|i| {
+            let json = InputJson {
+                name: i.name.clone(),
+                shape: i.ty.dims().iter().map(|&d| Value::from(d)).collect(),
+                dtype: Some(i.ty.dtype),
+            };
+            serde_json::to_string(&json).expect("serialisable")
+        })
+        .collect();
+    let params: Vec<String> = p
+        .param_indices()
+        .iter()
+        .map(|&i| serde_json::to_string(&p.inputs()[i].name).expect("serialisable"))
+        .collect();
+    let nodes: Vec<String> = p
+        .nodes()
+        .iter()
+        .map(|n| {
+            let json = NodeJson {
+                name: n.name.clone(),
+                op: n.prim.name().to_string(),
+                operands: n.operands.iter().map(|&o| p.name(o).to_string()).collect(),
+                attrs: n.prim.attrs(),
+                tag: n.tag.clone(),
+            };
+            serde_json::to_string(&json).expect("serialisable")
+        })
+        .collect();
+    let outputs: Vec<String> = p
+        .outputs()
+        .iter()
+        .map(|&o| serde_json::to_string(p.name(o)).expect("serialisable"))
+        .collect();
+    let list = |items: &[String]| {
+        if items.is_empty() {
+            "[]".to_string()
+        } else {
+            format!("[\n    {}\n  ]", items.join(",\n    "))
+        }
+    };
+    format!(
+        "{{\n  \"format\": \"{FORMAT}\",\n  \"inputs\": {},\n  \"parameters\": [{}],\n  \"nodes\": {},\n  \"outputs\": [{}]\n}}\n",
+        list(&inputs),
+        params.join(", "),
+        list(&nodes),
+        outputs.join(", ")
+    )
+}
+
+/// The value each output name refers to, for callers that address outputs by name.
+pub fn output_names(p: &Program) -> Vec<(String, Var)> {
+    p.outputs()
+        .iter()
+        .map(|&o| (p.name(o).to_string(), o))
+        .collect()
+}

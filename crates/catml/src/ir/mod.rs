@@ -1,0 +1,20 @@
+//! The typed SSA program (the documents' module), its builder, validation, the CatML listing and
+//! LensIR JSON.
+//!
+//! `ir` knows no numbers: it holds types and primitives, and asks primitives for their rules.
+
+mod attrs;
+mod builder;
+pub mod json;
+pub mod listing;
+mod primitive;
+mod program;
+mod registry;
+mod validate;
+
+pub use attrs::{attrs_of, AttrReader};
+pub use builder::{BuildError, Builder};
+pub use primitive::{same_prim, Attrs, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError};
+pub use program::{Def, Input, InputKind, Node, Program, Var};
+pub use registry::{Constructor, Registry};
+pub use validate::{ValidationError, ValidationErrors};

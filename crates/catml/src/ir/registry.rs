@@ -1,0 +1,48 @@
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::primitive::{Attrs, Prim, TypeError};
+
+/// Builds a primitive from its LensIR attributes.
+pub type Constructor = Arc<dyn Fn(&Attrs) -> Result<Prim, TypeError> + Send + Sync>;
+
+/// Name -> primitive constructor: what a module file may name in `op`. `prim::registry()` holds
+/// the built-in set; users add their own primitives with [`Registry::register`].
+#[derive(Clone, Default)]
+pub struct Registry {
+    ctors: BTreeMap<String, Constructor>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.ctors.keys()).finish()
+    }
+}
+
+impl Registry {
+    pub fn empty() -> Registry {
+        Registry::default()
+    }
+
+    /// Adds (or replaces) a primitive under `name`.
+    pub fn register(
+        &mut self,
+        name: &str,
+        ctor: impl Fn(&Attrs) -> Result<Prim, TypeError> + Send + Sync + 'static,
+    ) {
+        self.ctors.insert(name.to_string(), Arc::new(ctor));
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.ctors.contains_key(name)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.ctors.keys().map(|s| s.as_str())
+    }
+
+    /// The primitive `name` with these attributes: `None` if the name is unknown.
+    pub fn construct(&self, name: &str, attrs: &Attrs) -> Option<Result<Prim, TypeError>> {
+        self.ctors.get(name).map(|c| c(attrs))
+    }
+}

@@ -1,0 +1,101 @@
+//! Errors for programs that arrive from outside (LensIR JSON, the listing).
+//!
+//! The validator checks, and reports every violation with its place rather than stopping at
+//! the first:
+//! - malformed JSON, trailing characters, wrong field types, unknown fields (with the JSON path);
+//! - an unknown `format`;
+//! - invalid input dimensions (zero, negative, non-integer, overflowing the element count);
+//! - duplicate definitions (two inputs, two nodes, or a node and an input with one name);
+//! - `parameters` naming something that is not an input, or naming one twice;
+//! - unknown primitives;
+//! - bad attributes (missing, wrong type, unknown key, out of range) and operands of the wrong
+//!   count, dtype or shape, as the primitive's type rule reports them;
+//! - operands used before their definition, and operands defined nowhere;
+//! - empty outputs and outputs naming nothing.
+//!
+//! Nodes downstream of a rejected node are not reported again.
+
+use std::fmt;
+
+use super::primitive::TypeError;
+
+/// One violation, with its place.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValidationError {
+    #[error("{path}: {message}")]
+    Json { path: String, message: String },
+    #[error("format: unsupported format `{found}`, expected `lensir-module/1`")]
+    Format { found: String },
+    #[error("inputs[{index}] `{name}`: invalid dimension {dim} in shape {shape}: dimensions must be positive integers whose product fits")]
+    InvalidDim {
+        index: usize,
+        name: String,
+        dim: String,
+        shape: String,
+    },
+    #[error("{place} `{name}`: duplicate definition (first defined at {first})")]
+    Duplicate {
+        place: String,
+        name: String,
+        first: String,
+    },
+    #[error("parameters[{index}]: `{name}` is not an input")]
+    ParamNotInput { index: usize, name: String },
+    #[error("parameters[{index}]: `{name}` is listed twice")]
+    ParamTwice { index: usize, name: String },
+    #[error("nodes[{index}] `{name}`: unknown primitive `{op}`")]
+    UnknownPrimitive {
+        index: usize,
+        name: String,
+        op: String,
+    },
+    #[error("nodes[{index}] `{name}` ({op}): {source}")]
+    Type {
+        index: usize,
+        name: String,
+        op: String,
+        source: TypeError,
+    },
+    #[error("nodes[{index}] `{name}`: operand `{operand}` is used before its definition at nodes[{defined_at}]")]
+    UseBeforeDef {
+        index: usize,
+        name: String,
+        operand: String,
+        defined_at: usize,
+    },
+    #[error("nodes[{index}] `{name}`: unknown operand `{operand}`")]
+    UnknownOperand {
+        index: usize,
+        name: String,
+        operand: String,
+    },
+    #[error("outputs: a module needs at least one output")]
+    NoOutputs,
+    #[error("outputs[{index}]: unknown output `{name}`")]
+    UnknownOutput { index: usize, name: String },
+    #[error("line {line}: {message}")]
+    Listing { line: usize, message: String },
+}
+
+/// Every violation found in one module, in order of position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidationErrors(pub Vec<ValidationError>);
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.as_slice() {
+            [] => write!(f, "invalid module"),
+            [one] => write!(f, "{one}"),
+            [first, rest @ ..] => write!(f, "{first} (and {} more)", rest.len()),
+        }
+    }
+}
+
+impl std::error::Error for ValidationErrors {}
+
+impl From<ValidationError> for ValidationErrors {
+    fn from(e: ValidationError) -> Self {
+        ValidationErrors(vec![e])
+    }
+}

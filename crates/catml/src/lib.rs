@@ -1,0 +1,5 @@
+pub mod ad;
+pub mod interp;
+pub mod ir;
+pub mod prim;
+pub mod tensor;

@@ -1,0 +1,184 @@
+//! The primitives: each operation's rules (type, eval, exact eval, flops, rule label, JVP, VJP)
+//! side by side in its family's file, and the registry of built-in names.
+
+mod arith;
+mod broadcast;
+mod concat;
+mod constant;
+mod convert;
+pub mod dispatch;
+mod gather;
+mod layout;
+mod linear;
+mod matmul;
+mod reduce;
+mod stop_gradient;
+mod unary;
+
+use std::sync::{Arc, OnceLock};
+
+pub use arith::{sum_terms, Add, Mul, Neg, Sub};
+pub use broadcast::{Broadcast, BroadcastRows};
+pub use concat::Concat;
+pub use constant::Constant;
+pub use convert::Convert;
+pub use gather::{Gather, ScatterAdd};
+pub use layout::{Permute, Reshape};
+pub use linear::Linear;
+pub use matmul::MatMul;
+pub use reduce::Sum;
+pub use stop_gradient::StopGradient;
+pub use unary::{Exp, Log, Reciprocal, Relu, Rsqrt, Sigmoid, Step, Tanh};
+
+use crate::ir::{AttrReader, Attrs, Builder, Prim, Registry, TypeError, Var};
+use crate::tensor::{DType, Shape, Tensor, TensorType};
+
+/// Registers a primitive that takes no attributes.
+pub(crate) fn register_unit(r: &mut Registry, name: &str, make: fn() -> Prim) {
+    r.register(name, move |attrs: &Attrs| {
+        AttrReader::new(attrs).finish()?;
+        Ok(make())
+    });
+}
+
+/// A registry with every built-in primitive. Add your own with [`Registry::register`].
+pub fn registry() -> Registry {
+    let mut r = Registry::empty();
+    arith::register(&mut r);
+    unary::register(&mut r);
+    matmul::register(&mut r);
+    reduce::register(&mut r);
+    broadcast::register(&mut r);
+    layout::register(&mut r);
+    gather::register(&mut r);
+    concat::register(&mut r);
+    constant::register(&mut r);
+    convert::register(&mut r);
+    linear::register(&mut r);
+    stop_gradient::register(&mut r);
+    r
+}
+
+/// The built-in registry, made once.
+pub fn builtins() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(registry)
+}
+
+/// Builder methods for every built-in primitive, so rules and user code read like maths.
+pub trait Ops {
+    fn op(&mut self, prim: Prim, operands: &[Var]) -> Result<Var, TypeError>;
+    fn var_type(&self, v: Var) -> TensorType;
+
+    fn add(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Add), &[x, y])
+    }
+    fn sub(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Sub), &[x, y])
+    }
+    fn neg(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Neg), &[x])
+    }
+    fn mul(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Mul), &[x, y])
+    }
+    fn matmul(&mut self, a: Var, b: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(MatMul::default()), &[a, b])
+    }
+    fn exp(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Exp), &[x])
+    }
+    fn log(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Log), &[x])
+    }
+    fn tanh(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Tanh), &[x])
+    }
+    fn sigmoid(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Sigmoid), &[x])
+    }
+    fn relu(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Relu), &[x])
+    }
+    fn step(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Step), &[x])
+    }
+    fn reciprocal(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Reciprocal), &[x])
+    }
+    fn rsqrt(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Rsqrt), &[x])
+    }
+    /// Sum over `axes` (all axes if `None`).
+    fn sum(&mut self, x: Var, axes: Option<Vec<usize>>) -> Result<Var, TypeError> {
+        self.op(Arc::new(Sum::new(axes)), &[x])
+    }
+    /// broadcast_in_dim: operand dim i goes to result dim dims[i].
+    fn broadcast(&mut self, x: Var, shape: impl Into<Shape>, dims: Vec<usize>) -> Result<Var, TypeError> {
+        self.op(Arc::new(Broadcast::new(shape.into(), dims)), &[x])
+    }
+    fn broadcast_rows(&mut self, x: Var, rows: usize) -> Result<Var, TypeError> {
+        self.op(Arc::new(BroadcastRows { rows }), &[x])
+    }
+    fn reshape(&mut self, x: Var, shape: impl Into<Shape>) -> Result<Var, TypeError> {
+        self.op(Arc::new(Reshape::new(shape.into())), &[x])
+    }
+    fn permute(&mut self, x: Var, perm: Vec<usize>) -> Result<Var, TypeError> {
+        self.op(Arc::new(Permute::new(perm)), &[x])
+    }
+    /// The transpose of a matrix.
+    fn transpose(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.permute(x, vec![1, 0])
+    }
+    fn gather(&mut self, x: Var, axis: usize, indices: Vec<usize>) -> Result<Var, TypeError> {
+        self.op(Arc::new(Gather::new(axis, indices)), &[x])
+    }
+    fn scatter_add(&mut self, x: Var, axis: usize, indices: Vec<usize>, size: usize) -> Result<Var, TypeError> {
+        self.op(Arc::new(ScatterAdd::new(axis, indices, size)), &[x])
+    }
+    fn concat(&mut self, xs: &[Var], axis: usize) -> Result<Var, TypeError> {
+        self.op(Arc::new(Concat { axis }), xs)
+    }
+    fn convert(&mut self, x: Var, dtype: DType) -> Result<Var, TypeError> {
+        self.op(Arc::new(Convert { dtype }), &[x])
+    }
+    fn linear(&mut self, x: Var, w: Var, b: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Linear), &[x, w, b])
+    }
+    fn stop_gradient(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(StopGradient), &[x])
+    }
+    fn constant(&mut self, value: Tensor) -> Result<Var, TypeError> {
+        self.op(Arc::new(Constant::new(value)), &[])
+    }
+    /// A tensor of type `ty` filled with `value` (a broadcast scalar constant).
+    fn full(&mut self, value: f64, ty: &TensorType) -> Result<Var, TypeError> {
+        let c = self.constant(Tensor::scalar(ty.dtype, value))?;
+        if ty.rank() == 0 {
+            return Ok(c);
+        }
+        self.broadcast(c, ty.shape.clone(), vec![])
+    }
+    /// `full` with the type of `like`.
+    fn full_like(&mut self, value: f64, like: Var) -> Result<Var, TypeError> {
+        let ty = self.var_type(like);
+        self.full(value, &ty)
+    }
+    fn zeros(&mut self, ty: &TensorType) -> Result<Var, TypeError> {
+        self.full(0.0, ty)
+    }
+    /// c · x for a constant c.
+    fn scale(&mut self, x: Var, c: f64) -> Result<Var, TypeError> {
+        let k = self.full_like(c, x)?;
+        self.mul(x, k)
+    }
+}
+
+impl Ops for Builder {
+    fn op(&mut self, prim: Prim, operands: &[Var]) -> Result<Var, TypeError> {
+        self.apply(prim, operands)
+    }
+    fn var_type(&self, v: Var) -> TensorType {
+        self.ty(v).clone()
+    }
+}

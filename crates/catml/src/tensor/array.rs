@@ -1,0 +1,292 @@
+use std::fmt;
+use std::sync::Arc;
+
+use super::{DType, Element, Float, Shape, TensorType};
+
+/// A dense row-major array of `T` with a shape. The buffer is shared, so clones are cheap and
+/// reshapes are free.
+#[derive(Clone, PartialEq)]
+pub struct Array<T> {
+    shape: Shape,
+    data: Arc<Vec<T>>,
+}
+
+/// Errors building a tensor from raw parts.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TensorError {
+    #[error("data has {found} elements but shape {shape} needs {expected}")]
+    Length {
+        shape: Shape,
+        expected: usize,
+        found: usize,
+    },
+    #[error("invalid shape {0}: dimensions must be positive and the element count must fit")]
+    InvalidShape(Shape),
+    #[error("expected dtype {expected}, found {found}")]
+    DType { expected: DType, found: DType },
+}
+
+impl<T: Element> Array<T> {
+    pub fn new(shape: impl Into<Shape>, data: Vec<T>) -> Result<Array<T>, TensorError> {
+        let shape = shape.into();
+        let expected = shape
+            .checked_numel()
+            .ok_or_else(|| TensorError::InvalidShape(shape.clone()))?;
+        if expected != data.len() {
+            return Err(TensorError::Length {
+                shape,
+                expected,
+                found: data.len(),
+            });
+        }
+        Ok(Array {
+            shape,
+            data: Arc::new(data),
+        })
+    }
+
+    /// Builds an array whose length the caller has already checked (kernel outputs).
+    pub(crate) fn from_parts(shape: Shape, data: Vec<T>) -> Array<T> {
+        debug_assert_eq!(shape.numel(), data.len());
+        Array {
+            shape,
+            data: Arc::new(data),
+        }
+    }
+
+    pub fn full(shape: impl Into<Shape>, value: T) -> Array<T> {
+        let shape = shape.into();
+        let n = shape.numel();
+        Array::from_parts(shape, vec![value; n])
+    }
+
+    pub fn scalar(value: T) -> Array<T> {
+        Array::from_parts(Shape::scalar(), vec![value])
+    }
+
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        self.shape.dims()
+    }
+
+    pub fn data(&self) -> &[T] {
+        &self.data
+    }
+
+    pub fn len(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The same buffer under another shape with the same element count.
+    pub fn reshaped(&self, shape: Shape) -> Array<T> {
+        debug_assert_eq!(shape.numel(), self.data.len());
+        Array {
+            shape,
+            data: self.data.clone(),
+        }
+    }
+
+    pub fn map<U: Element>(&self, f: impl Fn(&T) -> U) -> Array<U> {
+        Array::from_parts(self.shape.clone(), self.data.iter().map(f).collect())
+    }
+
+    /// Takes the buffer, copying only if it is shared.
+    pub fn into_vec(self) -> Vec<T> {
+        Arc::try_unwrap(self.data).unwrap_or_else(|shared| (*shared).clone())
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Array<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Array{}{:?}", self.shape, self.data)
+    }
+}
+
+/// A tensor of one of the supported dtypes.
+#[derive(Clone, PartialEq)]
+pub enum Tensor {
+    F32(Array<f32>),
+    F64(Array<f64>),
+    I64(Array<i64>),
+}
+
+impl Tensor {
+    /// A tensor of the given dtype from f64 values (rounded to f32 or truncated to i64 as needed).
+    pub fn from_f64s(
+        dtype: DType,
+        shape: impl Into<Shape>,
+        data: Vec<f64>,
+    ) -> Result<Tensor, TensorError> {
+        Ok(match dtype {
+            DType::F64 => Tensor::F64(Array::new(shape, data)?),
+            DType::F32 => Tensor::F32(Array::new(shape, data.iter().map(|&x| x as f32).collect())?),
+            DType::I64 => Tensor::I64(Array::new(shape, data.iter().map(|&x| x as i64).collect())?),
+        })
+    }
+
+    pub fn f64(shape: impl Into<Shape>, data: Vec<f64>) -> Result<Tensor, TensorError> {
+        Ok(Tensor::F64(Array::new(shape, data)?))
+    }
+
+    pub fn f32(shape: impl Into<Shape>, data: Vec<f32>) -> Result<Tensor, TensorError> {
+        Ok(Tensor::F32(Array::new(shape, data)?))
+    }
+
+    pub fn i64(shape: impl Into<Shape>, data: Vec<i64>) -> Result<Tensor, TensorError> {
+        Ok(Tensor::I64(Array::new(shape, data)?))
+    }
+
+    /// A tensor filled with one value.
+    pub fn full(ty: &TensorType, value: f64) -> Tensor {
+        match ty.dtype {
+            DType::F32 => Tensor::F32(Array::full(ty.shape.clone(), value as f32)),
+            DType::F64 => Tensor::F64(Array::full(ty.shape.clone(), value)),
+            DType::I64 => Tensor::I64(Array::full(ty.shape.clone(), value as i64)),
+        }
+    }
+
+    pub fn zeros(ty: &TensorType) -> Tensor {
+        Tensor::full(ty, 0.0)
+    }
+
+    pub fn scalar(dtype: DType, value: f64) -> Tensor {
+        Tensor::full(&TensorType::scalar(dtype), value)
+    }
+
+    pub fn dtype(&self) -> DType {
+        match self {
+            Tensor::F32(_) => DType::F32,
+            Tensor::F64(_) => DType::F64,
+            Tensor::I64(_) => DType::I64,
+        }
+    }
+
+    pub fn shape(&self) -> &Shape {
+        match self {
+            Tensor::F32(a) => a.shape(),
+            Tensor::F64(a) => a.shape(),
+            Tensor::I64(a) => a.shape(),
+        }
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        self.shape().dims()
+    }
+
+    pub fn ty(&self) -> TensorType {
+        TensorType::new(self.dtype(), self.shape().clone())
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape().numel()
+    }
+
+    /// The values widened to f64 (exact for f32 and for integers below 2^53).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self {
+            Tensor::F32(a) => a.data().iter().map(|&x| x as f64).collect(),
+            Tensor::F64(a) => a.data().to_vec(),
+            Tensor::I64(a) => a.data().iter().map(|&x| x as f64).collect(),
+        }
+    }
+
+    pub fn as_f64(&self) -> Option<&Array<f64>> {
+        match self {
+            Tensor::F64(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    pub fn as_f32(&self) -> Option<&Array<f32>> {
+        match self {
+            Tensor::F32(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    pub fn as_i64(&self) -> Option<&Array<i64>> {
+        match self {
+            Tensor::I64(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The same data under another shape of equal element count.
+    pub fn reshaped(&self, shape: Shape) -> Tensor {
+        match self {
+            Tensor::F32(a) => Tensor::F32(a.reshaped(shape)),
+            Tensor::F64(a) => Tensor::F64(a.reshaped(shape)),
+            Tensor::I64(a) => Tensor::I64(a.reshaped(shape)),
+        }
+    }
+
+    /// How many elements are NaN or infinite.
+    pub fn count_non_finite(&self) -> usize {
+        fn count<T: Float>(d: &[T]) -> usize {
+            // Branch-free so the loop vectorises; almost every call finds none.
+            d.iter().map(|x| (!x.is_finite()) as usize).sum()
+        }
+        match self {
+            Tensor::F32(a) => count(a.data()),
+            Tensor::F64(a) => count(a.data()),
+            Tensor::I64(_) => 0,
+        }
+    }
+
+    /// Euclidean inner product <self, other>, in f64.
+    pub fn dot(&self, other: &Tensor) -> f64 {
+        self.to_f64_vec()
+            .iter()
+            .zip(other.to_f64_vec())
+            .map(|(a, b)| a * b)
+            .sum()
+    }
+
+    /// Largest absolute elementwise difference, in f64 (infinite if the shapes differ).
+    pub fn max_abs_diff(&self, other: &Tensor) -> f64 {
+        if self.shape() != other.shape() {
+            return f64::INFINITY;
+        }
+        self.to_f64_vec()
+            .iter()
+            .zip(other.to_f64_vec())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max)
+    }
+}
+
+impl fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tensor::F32(a) => write!(f, "f32{:?}", a),
+            Tensor::F64(a) => write!(f, "f64{:?}", a),
+            Tensor::I64(a) => write!(f, "i64{:?}", a),
+        }
+    }
+}
+
+impl From<Array<f32>> for Tensor {
+    fn from(a: Array<f32>) -> Tensor {
+        Tensor::F32(a)
+    }
+}
+
+impl From<Array<f64>> for Tensor {
+    fn from(a: Array<f64>) -> Tensor {
+        Tensor::F64(a)
+    }
+}
+
+impl From<Array<i64>> for Tensor {
+    fn from(a: Array<i64>) -> Tensor {
+        Tensor::I64(a)
+    }
+}

@@ -1,0 +1,120 @@
+//! The TENSOR JSON form: `{"dtype": "f64", "shape": [..], "data": [..]}`, data flat and
+//! row-major, dtype optional (default f64).
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::{DType, Shape, Tensor};
+
+#[derive(Serialize)]
+struct TensorOut<'a> {
+    dtype: DType,
+    shape: &'a [usize],
+    data: DataOut<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum DataOut<'a> {
+    F32(&'a [f32]),
+    F64(&'a [f64]),
+    I64(&'a [i64]),
+}
+
+impl Serialize for Tensor {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let data = match self {
+            Tensor::F32(a) => DataOut::F32(a.data()),
+            Tensor::F64(a) => DataOut::F64(a.data()),
+            Tensor::I64(a) => DataOut::I64(a.data()),
+        };
+        TensorOut {
+            dtype: self.dtype(),
+            shape: self.dims(),
+            data,
+        }
+        .serialize(s)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TensorIn {
+    #[serde(default)]
+    dtype: Option<DType>,
+    shape: Vec<usize>,
+    data: Vec<serde_json::Number>,
+}
+
+impl<'de> Deserialize<'de> for Tensor {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Tensor, D::Error> {
+        let t = TensorIn::deserialize(d)?;
+        let shape = Shape::new(t.shape);
+        let n = shape.checked_numel().ok_or_else(|| {
+            D::Error::custom(format!(
+                "invalid shape {shape}: dimensions must be positive and the element count must fit"
+            ))
+        })?;
+        if n != t.data.len() {
+            return Err(D::Error::custom(format!(
+                "data has {} elements but shape {shape} needs {n}",
+                t.data.len()
+            )));
+        }
+        let dtype = t.dtype.unwrap_or(DType::F64);
+        let tensor = match dtype {
+            DType::I64 => {
+                let data = t
+                    .data
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| {
+                        x.as_i64().ok_or_else(|| {
+                            D::Error::custom(format!("data[{i}]: {x} is not an i64 integer"))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Tensor::i64(shape, data)
+            }
+            DType::F32 | DType::F64 => {
+                let data = t
+                    .data
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| {
+                        x.as_f64()
+                            .filter(|v| dtype == DType::F64 || (*v as f32).is_finite())
+                            .ok_or_else(|| {
+                                D::Error::custom(format!("data[{i}]: {x} is not a finite {dtype}"))
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Tensor::from_f64s(dtype, shape, data)
+            }
+        };
+        tensor.map_err(|e| D::Error::custom(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_defaults_to_f64() {
+        let t: Tensor = serde_json::from_str(r#"{"shape": [2], "data": [1, 2.5]}"#).unwrap();
+        assert_eq!(t, Tensor::f64([2], vec![1.0, 2.5]).unwrap());
+        let s = serde_json::to_string(&Tensor::f32([1], vec![0.1]).unwrap()).unwrap();
+        assert_eq!(s, r#"{"dtype":"f32","shape":[1],"data":[0.1]}"#);
+        let back: Tensor = serde_json::from_str(&s).unwrap();
+        assert_eq!(back.as_f32().unwrap().data(), &[0.1f32]);
+    }
+
+    #[test]
+    fn rejects_wrong_length_and_zero_dims() {
+        let e = serde_json::from_str::<Tensor>(r#"{"shape": [2], "data": [1]}"#).unwrap_err();
+        assert_eq!(e.to_string(), "data has 1 elements but shape [2] needs 2");
+        let e = serde_json::from_str::<Tensor>(r#"{"shape": [0], "data": []}"#).unwrap_err();
+        assert!(e.to_string().starts_with("invalid shape [0]"), "{e}");
+    }
+}

@@ -1,0 +1,363 @@
+//! Kernels, generic over the element type where the operation is a ring or index operation, so
+//! f32, f64, i64 and exact rationals share one implementation; GEMM goes to the `gemm` crate.
+
+use super::{Array, Element, Float, Shape};
+
+/// Elementwise f(a, b) over equal shapes.
+pub fn zip_with<T: Element, U: Element>(
+    a: &Array<T>,
+    b: &Array<T>,
+    f: impl Fn(T, T) -> U,
+) -> Array<U> {
+    debug_assert_eq!(a.shape(), b.shape());
+    let data = a
+        .data()
+        .iter()
+        .zip(b.data())
+        .map(|(x, y)| f(x.clone(), y.clone()))
+        .collect();
+    Array::from_parts(a.shape().clone(), data)
+}
+
+/// Elementwise f(a) for copyable elements (the loop the compiler vectorises).
+pub fn map_copy<T: Float>(a: &Array<T>, f: impl Fn(T) -> T) -> Array<T> {
+    Array::from_parts(a.shape().clone(), a.data().iter().map(|&x| f(x)).collect())
+}
+
+/// Elementwise f(a, b) for copyable elements.
+pub fn zip_copy<T: Float>(a: &Array<T>, b: &Array<T>, f: impl Fn(T, T) -> T) -> Array<T> {
+    debug_assert_eq!(a.shape(), b.shape());
+    let data = a
+        .data()
+        .iter()
+        .zip(b.data())
+        .map(|(&x, &y)| f(x, y))
+        .collect();
+    Array::from_parts(a.shape().clone(), data)
+}
+
+/// Visits every multi-index of `dims` in row-major order, passing the two offsets obtained from
+/// two stride vectors. The innermost dimension is a plain loop.
+fn for_each_offset(
+    dims: &[usize],
+    sa: &[usize],
+    sb: &[usize],
+    mut f: impl FnMut(usize, usize),
+) {
+    let rank = dims.len();
+    if rank == 0 {
+        f(0, 0);
+        return;
+    }
+    let (inner, inner_a, inner_b) = (dims[rank - 1], sa[rank - 1], sb[rank - 1]);
+    let mut idx = vec![0usize; rank - 1];
+    let (mut oa, mut ob) = (0usize, 0usize);
+    loop {
+        for i in 0..inner {
+            f(oa + i * inner_a, ob + i * inner_b);
+        }
+        // Odometer step over the outer dimensions.
+        let mut d = rank - 1;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            oa += sa[d];
+            ob += sb[d];
+            if idx[d] < dims[d] {
+                break;
+            }
+            oa -= sa[d] * dims[d];
+            ob -= sb[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/// Copies `src` into a new array of shape `dims`, reading element `sum_i idx_i * strides[i]`
+/// (a stride of 0 repeats: broadcasting; permuted strides transpose).
+pub fn strided_copy<T: Element>(src: &[T], dims: &[usize], strides: &[usize]) -> Vec<T> {
+    let n: usize = dims.iter().product();
+    let mut out = Vec::with_capacity(n);
+    let unit = Shape::new(dims.to_vec()).strides();
+    for_each_offset(dims, strides, &unit, |o, _| out.push(src[o].clone()));
+    out
+}
+
+/// Axis permutation: result dim i is operand dim perm[i].
+pub fn permute<T: Element>(a: &Array<T>, perm: &[usize]) -> Array<T> {
+    let src_strides = a.shape().strides();
+    let dims: Vec<usize> = perm.iter().map(|&p| a.dims()[p]).collect();
+    let strides: Vec<usize> = perm.iter().map(|&p| src_strides[p]).collect();
+    Array::from_parts(Shape::new(dims.clone()), strided_copy(a.data(), &dims, &strides))
+}
+
+/// broadcast_in_dim: operand dim i goes to result dim dims[i] (sizes equal or 1).
+pub fn broadcast<T: Element>(a: &Array<T>, shape: &Shape, dims_map: &[usize]) -> Array<T> {
+    let src_strides = a.shape().strides();
+    let mut strides = vec![0usize; shape.rank()];
+    for (i, &d) in dims_map.iter().enumerate() {
+        if a.dims()[i] != 1 {
+            strides[d] = src_strides[i];
+        }
+    }
+    Array::from_parts(shape.clone(), strided_copy(a.data(), shape.dims(), &strides))
+}
+
+/// Sum over the given (sorted, distinct) axes, which are removed from the shape.
+pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
+    let dims = a.dims();
+    let out_dims: Vec<usize> = (0..dims.len())
+        .filter(|i| !axes.contains(i))
+        .map(|i| dims[i])
+        .collect();
+    let out_shape = Shape::new(out_dims);
+    let out_strides = out_shape.strides();
+    // Stride of each input dim in the output (0 on reduced axes).
+    let mut strides = vec![0usize; dims.len()];
+    let mut k = 0;
+    for (i, s) in strides.iter_mut().enumerate() {
+        if !axes.contains(&i) {
+            *s = out_strides[k];
+            k += 1;
+        }
+    }
+    let mut out = vec![T::zero(); out_shape.numel()];
+    let unit = a.shape().strides();
+    let src = a.data();
+    for_each_offset(dims, &strides, &unit, |o, i| {
+        out[o] = out[o].clone() + src[i].clone();
+    });
+    Array::from_parts(out_shape, out)
+}
+
+/// Splits `dims` around `axis` into (outer, axis length, inner) element counts.
+pub fn split_at_axis(dims: &[usize], axis: usize) -> (usize, usize, usize) {
+    let outer = dims[..axis].iter().product();
+    let inner = dims[axis + 1..].iter().product();
+    (outer, dims[axis], inner)
+}
+
+/// Selects `indices` along `axis` (repeats allowed).
+pub fn gather<T: Element>(a: &Array<T>, axis: usize, indices: &[usize]) -> Array<T> {
+    let (outer, len, inner) = split_at_axis(a.dims(), axis);
+    let mut out = Vec::with_capacity(outer * indices.len() * inner);
+    let src = a.data();
+    for o in 0..outer {
+        for &i in indices {
+            let start = (o * len + i) * inner;
+            out.extend_from_slice(&src[start..start + inner]);
+        }
+    }
+    let mut dims = a.dims().to_vec();
+    dims[axis] = indices.len();
+    Array::from_parts(Shape::new(dims), out)
+}
+
+/// The transpose of `gather`: out[.., k, ..] = sum over j with indices[j] = k of a[.., j, ..].
+pub fn scatter_add<T: Element>(a: &Array<T>, axis: usize, indices: &[usize], size: usize) -> Array<T> {
+    let (outer, len, inner) = split_at_axis(a.dims(), axis);
+    debug_assert_eq!(len, indices.len());
+    let mut out = vec![T::zero(); outer * size * inner];
+    let src = a.data();
+    for o in 0..outer {
+        for (j, &k) in indices.iter().enumerate() {
+            let s = (o * len + j) * inner;
+            let d = (o * size + k) * inner;
+            for t in 0..inner {
+                out[d + t] = out[d + t].clone() + src[s + t].clone();
+            }
+        }
+    }
+    let mut dims = a.dims().to_vec();
+    dims[axis] = size;
+    Array::from_parts(Shape::new(dims), out)
+}
+
+/// Concatenation along `axis`.
+pub fn concat<T: Element>(parts: &[&Array<T>], axis: usize) -> Array<T> {
+    let mut dims = parts[0].dims().to_vec();
+    dims[axis] = parts.iter().map(|p| p.dims()[axis]).sum();
+    let (outer, _, _) = split_at_axis(&dims, axis);
+    let mut out = Vec::with_capacity(dims.iter().product());
+    for o in 0..outer {
+        for p in parts {
+            let (_, len, inner) = split_at_axis(p.dims(), axis);
+            let chunk = len * inner;
+            out.extend_from_slice(&p.data()[o * chunk..(o + 1) * chunk]);
+        }
+    }
+    Array::from_parts(Shape::new(dims), out)
+}
+
+/// A matrix operand: a buffer read as (rows, cols), possibly transposed in place.
+#[derive(Clone, Copy)]
+pub struct MatRef<'a, T> {
+    pub data: &'a [T],
+    pub rows: usize,
+    pub cols: usize,
+    pub transposed: bool,
+}
+
+impl<'a, T> MatRef<'a, T> {
+    /// A row-major (r, c) buffer.
+    pub fn new(data: &'a [T], rows: usize, cols: usize) -> Self {
+        MatRef {
+            data,
+            rows,
+            cols,
+            transposed: false,
+        }
+    }
+
+    /// The transpose of a row-major (r, c) buffer, read as (c, r) without copying.
+    pub fn transpose_of(data: &'a [T], rows: usize, cols: usize) -> Self {
+        MatRef {
+            data,
+            rows: cols,
+            cols: rows,
+            transposed: true,
+        }
+    }
+
+    /// (row stride, column stride) of the logical matrix in its buffer.
+    fn strides(&self) -> (isize, isize) {
+        if self.transposed {
+            (1, self.rows as isize)
+        } else {
+            (self.cols as isize, 1)
+        }
+    }
+
+    fn at(&self, i: usize, j: usize) -> usize {
+        let (rs, cs) = self.strides();
+        i * rs as usize + j * cs as usize
+    }
+}
+
+/// Below this many multiply-adds, a second thread costs more than it saves.
+const PARALLEL_GEMM_MIN: usize = 1 << 18;
+
+/// C = A B (+ C if `accumulate`), by the `gemm` crate, for row-major C of shape (m, n).
+pub fn gemm_into<T: Float>(c: &mut [T], a: MatRef<'_, T>, b: MatRef<'_, T>, accumulate: bool) {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    debug_assert_eq!(b.rows, k);
+    debug_assert_eq!(c.len(), m * n);
+    let (ars, acs) = a.strides();
+    let (brs, bcs) = b.strides();
+    let parallelism = if m * n * k >= PARALLEL_GEMM_MIN {
+        gemm::Parallelism::Rayon(0)
+    } else {
+        gemm::Parallelism::None
+    };
+    // SAFETY: the pointers and strides describe buffers of the checked sizes: A is (m, k),
+    // B is (k, n) and C is (m, n), each inside its slice.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            a.data.as_ptr(),
+            acs,
+            ars,
+            b.data.as_ptr(),
+            bcs,
+            brs,
+            T::one(),
+            T::one(),
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+/// C = A B for floats.
+pub fn gemm<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Vec<T> {
+    let mut c = vec![T::zero(); a.rows * b.cols];
+    gemm_into(&mut c, a, b, false);
+    c
+}
+
+/// C = A B for any ring (used by exact rationals; floats go to `gemm`).
+pub fn matmul_generic<T: Element>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Vec<T> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let mut c = Vec::with_capacity(m * n);
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = T::zero();
+            for t in 0..k {
+                acc = acc + a.data[a.at(i, t)].clone() * b.data[b.at(t, j)].clone();
+            }
+            c.push(acc);
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arr(dims: &[usize], data: &[f64]) -> Array<f64> {
+        Array::new(dims.to_vec(), data.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn permute_transposes() {
+        let a = arr(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
+        let t = permute(&a, &[1, 0]);
+        assert_eq!(t.dims(), &[3, 2]);
+        assert_eq!(t.data(), &[1., 4., 2., 5., 3., 6.]);
+    }
+
+    #[test]
+    fn broadcast_in_dim_repeats_rows() {
+        let a = arr(&[3], &[1., 2., 3.]);
+        let b = broadcast(&a, &Shape::new(vec![2, 3]), &[1]);
+        assert_eq!(b.data(), &[1., 2., 3., 1., 2., 3.]);
+        let c = broadcast(&arr(&[2, 1], &[1., 2.]), &Shape::new(vec![2, 2]), &[0, 1]);
+        assert_eq!(c.data(), &[1., 1., 2., 2.]);
+    }
+
+    #[test]
+    fn sum_over_axes() {
+        let a = arr(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
+        assert_eq!(sum_axes(&a, &[0]).data(), &[5., 7., 9.]);
+        assert_eq!(sum_axes(&a, &[1]).data(), &[6., 15.]);
+        assert_eq!(sum_axes(&a, &[0, 1]).data(), &[21.]);
+    }
+
+    #[test]
+    fn gather_and_scatter_are_transposes() {
+        let a = arr(&[3], &[1., 2., 3.]);
+        assert_eq!(gather(&a, 0, &[2, 0, 2]).data(), &[3., 1., 3.]);
+        let u = arr(&[3], &[10., 20., 30.]);
+        assert_eq!(scatter_add(&u, 0, &[2, 0, 2], 3).data(), &[20., 0., 40.]);
+    }
+
+    #[test]
+    fn concat_along_axis_one() {
+        let a = arr(&[2, 1], &[1., 2.]);
+        let b = arr(&[2, 2], &[3., 4., 5., 6.]);
+        assert_eq!(concat(&[&a, &b], 1).data(), &[1., 3., 4., 2., 5., 6.]);
+    }
+
+    #[test]
+    fn gemm_matches_generic_with_transposes() {
+        let a: Vec<f64> = (0..6).map(|x| x as f64).collect();
+        let b: Vec<f64> = (0..12).map(|x| (x as f64) * 0.5 - 1.0).collect();
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let ma = if ta { MatRef::transpose_of(&a[..], 3, 2) } else { MatRef::new(&a[..], 2, 3) };
+            let mb = if tb { MatRef::transpose_of(&b[..], 4, 3) } else { MatRef::new(&b[..], 3, 4) };
+            assert_eq!(gemm(ma, mb), matmul_generic(ma, mb));
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! Tensors: dtypes, shapes, contiguous row-major buffers and the kernels that compute on them.
+//!
+//! `tensor` knows nothing of programs. Every array here is dense and row-major; a shape's
+//! dimensions are positive and the empty shape is a scalar.
+
+mod array;
+mod dtype;
+mod json;
+pub mod kernels;
+mod rational;
+mod shape;
+
+pub use array::{Array, Tensor, TensorError};
+pub use dtype::{DType, Element, Float};
+pub use rational::{rational_from_f64, rational_to_f64, RArray, Rational};
+pub use shape::{Shape, TensorType};

@@ -1,0 +1,131 @@
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::DType;
+
+/// A shape: a list of positive dimensions; the empty shape is a scalar.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct Shape(pub Vec<usize>);
+
+impl Shape {
+    pub fn new(dims: impl Into<Vec<usize>>) -> Shape {
+        Shape(dims.into())
+    }
+
+    pub fn scalar() -> Shape {
+        Shape(Vec::new())
+    }
+
+    pub fn rank(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        &self.0
+    }
+
+    /// Number of elements (1 for a scalar).
+    pub fn numel(&self) -> usize {
+        self.0.iter().product()
+    }
+
+    /// The number of elements, or `None` if a dimension is zero or the product overflows.
+    pub fn checked_numel(&self) -> Option<usize> {
+        self.0.iter().try_fold(1usize, |acc, &d| {
+            if d == 0 {
+                None
+            } else {
+                acc.checked_mul(d).filter(|&n| n <= isize::MAX as usize / 8)
+            }
+        })
+    }
+
+    /// Row-major strides in elements.
+    pub fn strides(&self) -> Vec<usize> {
+        let mut strides = vec![1; self.0.len()];
+        for i in (0..self.0.len().saturating_sub(1)).rev() {
+            strides[i] = strides[i + 1] * self.0[i + 1];
+        }
+        strides
+    }
+}
+
+impl From<Vec<usize>> for Shape {
+    fn from(v: Vec<usize>) -> Shape {
+        Shape(v)
+    }
+}
+
+impl From<&[usize]> for Shape {
+    fn from(v: &[usize]) -> Shape {
+        Shape(v.to_vec())
+    }
+}
+
+impl<const N: usize> From<[usize; N]> for Shape {
+    fn from(v: [usize; N]) -> Shape {
+        Shape(v.to_vec())
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[")?;
+        for (i, d) in self.0.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{d}")?;
+        }
+        write!(f, "]")
+    }
+}
+
+/// The type of a value: dtype and shape (an object of the shape category).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TensorType {
+    pub dtype: DType,
+    pub shape: Shape,
+}
+
+impl TensorType {
+    pub fn new(dtype: DType, shape: impl Into<Shape>) -> TensorType {
+        TensorType {
+            dtype,
+            shape: shape.into(),
+        }
+    }
+
+    pub fn scalar(dtype: DType) -> TensorType {
+        TensorType::new(dtype, Shape::scalar())
+    }
+
+    pub fn numel(&self) -> usize {
+        self.shape.numel()
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.rank()
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        self.shape.dims()
+    }
+
+    /// Size in bytes of a dense buffer of this type.
+    pub fn bytes(&self) -> usize {
+        self.numel() * self.dtype.size()
+    }
+
+    pub fn with_dtype(&self, dtype: DType) -> TensorType {
+        TensorType::new(dtype, self.shape.clone())
+    }
+}
+
+impl fmt::Display for TensorType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}", self.dtype, self.shape)
+    }
+}

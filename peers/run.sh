@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Usage: peers/run.sh setup|bench|agree [args...]
+# Runs a peer script with the peers venv's python, creating the venv on first use.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+venv="${CATML_PEERS_VENV:-/work/.venv-peers}"
+
+cmd="${1:-}"
+[ $# -gt 0 ] && shift
+
+# These OpenBLAS tuning overrides make NumPy's BLAS pick slow kernels on this
+# machine; the peers must be timed with their defaults.
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
+
+case "$cmd" in
+    setup)
+        exec "$here/setup.sh" "$@" ;;
+    bench|agree)
+        [ -x "$venv/bin/python" ] || "$here/setup.sh"
+        exec "$venv/bin/python" "$here/$cmd.py" "$@" ;;
+    *)
+        echo "usage: $0 setup|bench|agree [args...]" >&2
+        exit 2 ;;
+esac
