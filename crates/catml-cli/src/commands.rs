@@ -58,16 +58,27 @@ pub fn run(command: Command) -> Result<String> {
                            "kind": if i.kind == InputKind::Param { "parameter" } else { "data" }})
                 })
                 .collect();
-            let params: Vec<&str> = p.param_indices().iter().map(|&i| p.inputs()[i].name.as_str()).collect();
+            let params: Vec<&str> = p
+                .param_indices()
+                .iter()
+                .map(|&i| p.inputs()[i].name.as_str())
+                .collect();
             let outputs: Vec<Value> = p
                 .outputs()
                 .iter()
                 .map(|&o| json!({"name": p.name(o), "dtype": p.ty(o).dtype, "shape": p.ty(o).dims()}))
                 .collect();
-            Ok(to_text(&json!({"valid": true, "inputs": inputs, "parameters": params,
-                               "nodes": p.n_nodes(), "outputs": outputs})))
+            Ok(to_text(
+                &json!({"valid": true, "inputs": inputs, "parameters": params,
+                               "nodes": p.n_nodes(), "outputs": outputs}),
+            ))
         }
-        Command::Print { module, grad, jvp, json: as_json } => {
+        Command::Print {
+            module,
+            grad,
+            jvp,
+            json: as_json,
+        } => {
             let p = read_module(&module)?;
             let shown = if grad {
                 ad::vjp(&p).map_err(err)?.program
@@ -76,7 +87,11 @@ pub fn run(command: Command) -> Result<String> {
             } else {
                 p
             };
-            Ok(if as_json { json::to_string(&shown) } else { listing::print(&shown) })
+            Ok(if as_json {
+                json::to_string(&shown)
+            } else {
+                listing::print(&shown)
+            })
         }
         Command::Shape { module } => {
             let p = read_module(&module)?;
@@ -95,12 +110,20 @@ pub fn run(command: Command) -> Result<String> {
         }
         Command::Params { module } => {
             let p = read_module(&module)?;
-            Ok(to_text(&serde_json::to_value(interp::params(&p)).expect("serialisable")))
+            Ok(to_text(
+                &serde_json::to_value(interp::params(&p)).expect("serialisable"),
+            ))
         }
         Command::Cost { module, grad } => {
             let p = read_module(&module)?;
-            let p = if grad { ad::vjp(&p).map_err(err)?.program } else { p };
-            Ok(to_text(&serde_json::to_value(interp::cost(&p)).expect("serialisable")))
+            let p = if grad {
+                ad::vjp(&p).map_err(err)?.program
+            } else {
+                p
+            };
+            Ok(to_text(
+                &serde_json::to_value(interp::cost(&p)).expect("serialisable"),
+            ))
         }
         Command::Eval { module, inputs } => {
             let p = read_module(&module)?;
@@ -108,12 +131,20 @@ pub fn run(command: Command) -> Result<String> {
             let values = interp::eval_named(&p, &named).map_err(err)?;
             Ok(to_text(&json!({ "outputs": outputs_json(&p, &values) })))
         }
-        Command::Grad { module, inputs, cotangents } => {
+        Command::Grad {
+            module,
+            inputs,
+            cotangents,
+        } => {
             let p = read_module(&module)?;
             let named = read_tensor_map(&inputs)?;
             let mut args = order_inputs_named(&p, &named).map_err(err)?;
             let seeds: Vec<Tensor> = match cotangents {
-                None => p.output_types().iter().map(|t| Tensor::full(t, 1.0)).collect(),
+                None => p
+                    .output_types()
+                    .iter()
+                    .map(|t| Tensor::full(t, 1.0))
+                    .collect(),
                 Some(path) => {
                     let seeds: Vec<Tensor> = read_json(&path)?;
                     check_seeds(&p, &seeds)?;
@@ -131,7 +162,10 @@ pub fn run(command: Command) -> Result<String> {
                 let t = serde_json::to_value(&values[*k]).expect("serialisable");
                 if p.inputs()[i].kind == InputKind::Param {
                     let tag = p.tag_of(p.input_var(i)).unwrap_or("untagged").to_string();
-                    by_tag.entry(tag).or_default().insert(name.clone(), t.clone());
+                    by_tag
+                        .entry(tag)
+                        .or_default()
+                        .insert(name.clone(), t.clone());
                 }
                 gradients.insert(name.clone(), t);
             }
@@ -148,13 +182,20 @@ pub fn run(command: Command) -> Result<String> {
                 "residual_bytes": v.residual_bytes(),
             })))
         }
-        Command::Jvp { module, inputs, tangents } => {
+        Command::Jvp {
+            module,
+            inputs,
+            tangents,
+        } => {
             let p = read_module(&module)?;
             let named = read_tensor_map(&inputs)?;
             let mut args = order_inputs_named(&p, &named).map_err(err)?;
             let tangent_map = read_tensor_map(&tangents)?;
             let j = ad::jvp(&p).map_err(err)?;
-            if let Some(extra) = tangent_map.keys().find(|k| p.var(k).is_none_or(|v| v.index() >= p.n_inputs())) {
+            if let Some(extra) = tangent_map
+                .keys()
+                .find(|k| p.var(k).is_none_or(|v| v.index() >= p.n_inputs()))
+            {
                 return Err(format!("{}: unknown input `{extra}`", tangents.display()));
             }
             for (i, input) in p.inputs().iter().enumerate() {
@@ -196,7 +237,11 @@ fn check_seeds(p: &Program, seeds: &[Tensor]) -> Result<()> {
     }
     for (k, (s, t)) in seeds.iter().zip(p.output_types()).enumerate() {
         if s.ty() != t {
-            return Err(format!("cotangents[{k}]: has type {}, output `{}` has {t}", s.ty(), p.name(p.outputs()[k])));
+            return Err(format!(
+                "cotangents[{k}]: has type {}, output `{}` has {t}",
+                s.ty(),
+                p.name(p.outputs()[k])
+            ));
         }
     }
     Ok(())

@@ -11,9 +11,14 @@ use serde::de::DeserializeOwned;
 const MAX_FILE_BYTES: u64 = 1 << 30;
 
 pub fn read_text(path: &Path) -> Result<String, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     if meta.len() > MAX_FILE_BYTES {
-        return Err(format!("{}: file is larger than {} bytes", path.display(), MAX_FILE_BYTES));
+        return Err(format!(
+            "{}: file is larger than {} bytes",
+            path.display(),
+            MAX_FILE_BYTES
+        ));
     }
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
@@ -38,8 +43,7 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<T, String> {
         let at = e.path().to_string();
         format!("{}: {at}: {}", path.display(), e.into_inner())
     })?;
-    de.end()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+    de.end().map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(value)
 }
 

@@ -12,7 +12,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "catml", version, about = "Trace once, interpret many times: typed tensor programs and their derivatives")]
+#[command(
+    name = "catml",
+    version,
+    about = "Trace once, interpret many times: typed tensor programs and their derivatives"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

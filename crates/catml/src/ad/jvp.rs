@@ -70,7 +70,8 @@ pub fn jvp(p: &Program) -> Result<Jvp, AdError> {
             Some(t) => t,
             None => {
                 b.set_name_prefix(&format!("{}.dot", p.name(o)));
-                b.zeros(p.ty(o)).map_err(|e| AdError::Build(e.to_string()))?
+                b.zeros(p.ty(o))
+                    .map_err(|e| AdError::Build(e.to_string()))?
             }
         };
         outputs.push(t);

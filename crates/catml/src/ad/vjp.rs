@@ -43,7 +43,12 @@ impl Vjp {
 }
 
 /// cot[v] += c; a sum is named `<v>.bar`, the documents' notation for an accumulated cotangent.
-fn accumulate(b: &mut Builder, cot: &mut [Option<Var>], v: Var, c: Var) -> Result<(), crate::ir::TypeError> {
+fn accumulate(
+    b: &mut Builder,
+    cot: &mut [Option<Var>],
+    v: Var,
+    c: Var,
+) -> Result<(), crate::ir::TypeError> {
     cot[v.index()] = Some(match cot[v.index()] {
         None => c,
         Some(prev) => {
@@ -121,17 +126,22 @@ pub fn vjp(p: &Program) -> Result<Vjp, AdError> {
             // Discarding a value has the zero response.
             None => {
                 b.set_name_prefix(&format!("{}.bar", input.name));
-                b.zeros(&input.ty).map_err(|e| AdError::Build(e.to_string()))?
+                b.zeros(&input.ty)
+                    .map_err(|e| AdError::Build(e.to_string()))?
             }
         };
         gradients.push(Some(outputs.len()));
         outputs.push(g);
     }
-    let full = b.finish(&outputs).map_err(|e| AdError::Build(e.to_string()))?;
+    let full = b
+        .finish(&outputs)
+        .map_err(|e| AdError::Build(e.to_string()))?;
     let (program, map) = full.pruned_map();
     // Nodes keep their order, and the forward copy came first: its survivors are a prefix.
     let n_in = full.n_inputs();
-    let fwd_kept = (0..p.n_nodes()).filter(|&i| map[n_in + i].is_some()).count();
+    let fwd_kept = (0..p.n_nodes())
+        .filter(|&i| map[n_in + i].is_some())
+        .count();
     let residuals = residuals_of(&program, p.n_inputs(), fwd_kept);
     Ok(Vjp {
         program,
@@ -145,7 +155,8 @@ pub fn vjp(p: &Program) -> Result<Vjp, AdError> {
 fn residuals_of(program: &Program, n_primal_inputs: usize, n_fwd_nodes: usize) -> Vec<Residual> {
     let n_in = program.n_inputs();
     let fwd_end = n_in + n_fwd_nodes;
-    let is_forward = |v: Var| v.index() < n_primal_inputs || (v.index() >= n_in && v.index() < fwd_end);
+    let is_forward =
+        |v: Var| v.index() < n_primal_inputs || (v.index() >= n_in && v.index() < fwd_end);
     let mut seen = vec![false; program.n_vars()];
     let mut out = Vec::new();
     for (i, n) in program.nodes().iter().enumerate() {

@@ -40,7 +40,12 @@ pub fn cost(p: &Program) -> Cost {
         c.bytes_written += out;
         live += out;
         c.peak_live_bytes = c.peak_live_bytes.max(live);
-        let mut freed: Vec<usize> = n.operands.iter().map(|o| o.index()).filter(|&v| last[v] == Some(i)).collect();
+        let mut freed: Vec<usize> = n
+            .operands
+            .iter()
+            .map(|o| o.index())
+            .filter(|&v| last[v] == Some(i))
+            .collect();
         freed.sort_unstable();
         freed.dedup();
         for v in freed {

@@ -74,7 +74,11 @@ fn check_inputs(p: &Program, inputs: &[Tensor]) -> Result<(), EvalError> {
     Ok(())
 }
 
-fn run(p: &Program, inputs: &[Tensor], mut report: Option<&mut EvalReport>) -> Result<Vec<Tensor>, EvalError> {
+fn run(
+    p: &Program,
+    inputs: &[Tensor],
+    mut report: Option<&mut EvalReport>,
+) -> Result<Vec<Tensor>, EvalError> {
     check_inputs(p, inputs)?;
     let n_in = p.n_inputs();
     let mut env: Vec<Option<Tensor>> = Vec::with_capacity(p.n_vars());
@@ -95,7 +99,11 @@ fn run(p: &Program, inputs: &[Tensor], mut report: Option<&mut EvalReport>) -> R
         let args: Vec<&Tensor> = node
             .operands
             .iter()
-            .map(|o| env[o.index()].as_ref().expect("operands are live until their last use"))
+            .map(|o| {
+                env[o.index()]
+                    .as_ref()
+                    .expect("operands are live until their last use")
+            })
             .collect();
         let fail = |source| EvalError::Kernel {
             index: i,
@@ -113,7 +121,11 @@ fn run(p: &Program, inputs: &[Tensor], mut report: Option<&mut EvalReport>) -> R
         }
         let bad = out.count_non_finite();
         if bad > 0 {
-            let first = out.to_f64_vec().iter().position(|v| !v.is_finite()).unwrap_or(0);
+            let first = out
+                .to_f64_vec()
+                .iter()
+                .position(|v| !v.is_finite())
+                .unwrap_or(0);
             return Err(EvalError::NonFinite {
                 index: i,
                 name: node.name.clone(),
@@ -140,8 +152,7 @@ fn run(p: &Program, inputs: &[Tensor], mut report: Option<&mut EvalReport>) -> R
             env[v] = None;
         }
     }
-    Ok(p
-        .outputs()
+    Ok(p.outputs()
         .iter()
         .map(|o| env[o.index()].clone().expect("outputs are kept"))
         .collect())
@@ -153,24 +164,38 @@ pub fn eval(p: &Program, inputs: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {
 }
 
 /// Evaluates and reports where labelled conventions decided a derivative.
-pub fn eval_with_report(p: &Program, inputs: &[Tensor]) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
+pub fn eval_with_report(
+    p: &Program,
+    inputs: &[Tensor],
+) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
     let mut report = EvalReport::default();
     let out = run(p, inputs, Some(&mut report))?;
     Ok((out, report))
 }
 
 /// Orders named inputs by declaration; missing and unknown names are errors.
-pub fn order_inputs(p: &Program, named: &BTreeMap<String, Tensor>) -> Result<Vec<Tensor>, EvalError> {
-    if let Some(extra) = named.keys().find(|k| !p.inputs().iter().any(|i| &i.name == *k)) {
-        return Err(EvalError::ExtraInput { name: extra.clone() });
+pub fn order_inputs(
+    p: &Program,
+    named: &BTreeMap<String, Tensor>,
+) -> Result<Vec<Tensor>, EvalError> {
+    if let Some(extra) = named
+        .keys()
+        .find(|k| !p.inputs().iter().any(|i| &i.name == *k))
+    {
+        return Err(EvalError::ExtraInput {
+            name: extra.clone(),
+        });
     }
     p.inputs()
         .iter()
         .map(|i| {
-            named.get(&i.name).cloned().ok_or_else(|| EvalError::MissingInput {
-                name: i.name.clone(),
-                ty: i.ty.clone(),
-            })
+            named
+                .get(&i.name)
+                .cloned()
+                .ok_or_else(|| EvalError::MissingInput {
+                    name: i.name.clone(),
+                    ty: i.ty.clone(),
+                })
         })
         .collect()
 }

@@ -13,7 +13,10 @@ mod rational;
 mod shape;
 
 pub use cost::{cost, Cost};
-pub use eval::{eval, eval_named, eval_with_report, order_inputs as order_inputs_named, ConventionHit, EvalError, EvalReport};
+pub use eval::{
+    eval, eval_named, eval_with_report, order_inputs as order_inputs_named, ConventionHit,
+    EvalError, EvalReport,
+};
 pub use params::{params, ParamCount, ParamInfo};
 pub use rational::{eval_rational, RationalError};
 pub use shape::{shape, ShapeError};

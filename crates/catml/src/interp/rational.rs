@@ -8,9 +8,17 @@ pub enum RationalError {
     #[error("expected {expected} inputs, found {found}")]
     InputCount { expected: usize, found: usize },
     #[error("input `{name}` has shape {found}, expected {expected}")]
-    InputShape { name: String, expected: Shape, found: Shape },
+    InputShape {
+        name: String,
+        expected: Shape,
+        found: Shape,
+    },
     #[error("node {index} `{name}` ({op}) is not a rational operation")]
-    NotRational { index: usize, name: String, op: String },
+    NotRational {
+        index: usize,
+        name: String,
+        op: String,
+    },
     #[error("node {index} `{name}` ({op}): {source}")]
     Kernel {
         index: usize,

@@ -29,7 +29,11 @@ pub fn shape(p: &Program, inputs: &[TensorType]) -> Result<Vec<TensorType>, Shap
     let mut types: Vec<TensorType> = inputs.to_vec();
     types.reserve(p.n_nodes());
     for (i, node) in p.nodes().iter().enumerate() {
-        let args: Vec<TensorType> = node.operands.iter().map(|o| types[o.index()].clone()).collect();
+        let args: Vec<TensorType> = node
+            .operands
+            .iter()
+            .map(|o| types[o.index()].clone())
+            .collect();
         let ty = node.prim.infer(&args).map_err(|source| ShapeError::Node {
             index: i,
             name: node.name.clone(),
@@ -38,5 +42,8 @@ pub fn shape(p: &Program, inputs: &[TensorType]) -> Result<Vec<TensorType>, Shap
         })?;
         types.push(ty);
     }
-    Ok(p.outputs().iter().map(|o| types[o.index()].clone()).collect())
+    Ok(p.outputs()
+        .iter()
+        .map(|o| types[o.index()].clone())
+        .collect())
 }

@@ -35,8 +35,7 @@ impl<'a> AttrReader<'a> {
 
     /// The raw value, required.
     pub fn require(&mut self, key: &'a str) -> Result<&'a Value, TypeError> {
-        self.get(key)
-            .ok_or_else(|| TypeError::attr(key, "missing"))
+        self.get(key).ok_or_else(|| TypeError::attr(key, "missing"))
     }
 
     pub fn usize(&mut self, key: &'a str) -> Result<usize, TypeError> {
@@ -75,9 +74,12 @@ impl<'a> AttrReader<'a> {
 
     pub fn dtype(&mut self, key: &'a str) -> Result<DType, TypeError> {
         let v = self.require(key)?;
-        v.as_str()
-            .and_then(DType::parse)
-            .ok_or_else(|| TypeError::attr(key, format!("expected \"f32\", \"f64\" or \"i64\", found {v}")))
+        v.as_str().and_then(DType::parse).ok_or_else(|| {
+            TypeError::attr(
+                key,
+                format!("expected \"f32\", \"f64\" or \"i64\", found {v}"),
+            )
+        })
     }
 
     pub fn string(&mut self, key: &'a str) -> Result<&'a str, TypeError> {
@@ -108,25 +110,34 @@ fn kind(v: &Value) -> &'static str {
 
 fn as_usize(key: &str, v: &Value) -> Result<usize, TypeError> {
     match v.as_u64() {
-        Some(n) => usize::try_from(n).map_err(|_| TypeError::attr(key, format!("{n} is too large"))),
+        Some(n) => {
+            usize::try_from(n).map_err(|_| TypeError::attr(key, format!("{n} is too large")))
+        }
         None => Err(TypeError::attr(
             key,
-            format!("expected a non-negative integer, found {}", if v.is_number() { v.to_string() } else { kind(v).to_string() }),
+            format!(
+                "expected a non-negative integer, found {}",
+                if v.is_number() {
+                    v.to_string()
+                } else {
+                    kind(v).to_string()
+                }
+            ),
         )),
     }
 }
 
 fn as_usize_list(key: &str, v: &Value) -> Result<Vec<usize>, TypeError> {
-    let items = v
-        .as_array()
-        .ok_or_else(|| TypeError::attr(key, format!("expected a list of integers, found {}", kind(v))))?;
+    let items = v.as_array().ok_or_else(|| {
+        TypeError::attr(
+            key,
+            format!("expected a list of integers, found {}", kind(v)),
+        )
+    })?;
     items.iter().map(|x| as_usize(key, x)).collect()
 }
 
 /// Attributes from key-value pairs (for `Primitive::attrs`).
 pub fn attrs_of<const N: usize>(pairs: [(&str, Value); N]) -> Attrs {
-    pairs
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect()
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }

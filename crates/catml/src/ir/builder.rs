@@ -16,7 +16,9 @@ pub enum BuildError {
     NoOutputs,
     #[error("{0} is not a value of this builder")]
     UnknownVar(Var),
-    #[error("argument {index} has type {found}, the inlined program's input `{name}` has {expected}")]
+    #[error(
+        "argument {index} has type {found}, the inlined program's input `{name}` has {expected}"
+    )]
     InlineType {
         index: usize,
         name: String,
@@ -101,7 +103,12 @@ impl Builder {
     }
 
     /// Declares an input.
-    pub fn input(&mut self, name: &str, ty: TensorType, kind: InputKind) -> Result<Var, BuildError> {
+    pub fn input(
+        &mut self,
+        name: &str,
+        ty: TensorType,
+        kind: InputKind,
+    ) -> Result<Var, BuildError> {
         if ty.shape.checked_numel().is_none() {
             return Err(BuildError::InvalidShape {
                 name: name.to_string(),
@@ -123,13 +130,23 @@ impl Builder {
     }
 
     /// Applies a primitive under a name derived from `hint` (the hint itself if it is free).
-    pub fn apply_hinted(&mut self, hint: &str, prim: Prim, operands: &[Var]) -> Result<Var, TypeError> {
+    pub fn apply_hinted(
+        &mut self,
+        hint: &str,
+        prim: Prim,
+        operands: &[Var],
+    ) -> Result<Var, TypeError> {
         let name = self.fresh_name(hint);
         self.apply_as(name, prim, operands)
     }
 
     /// Applies a primitive under exactly this name.
-    pub fn apply_named(&mut self, name: &str, prim: Prim, operands: &[Var]) -> Result<Var, BuildError> {
+    pub fn apply_named(
+        &mut self,
+        name: &str,
+        prim: Prim,
+        operands: &[Var],
+    ) -> Result<Var, BuildError> {
         if self.names.contains_key(name) {
             return Err(BuildError::Duplicate(name.to_string()));
         }
@@ -147,14 +164,21 @@ impl Builder {
         for &v in operands {
             match self.slots.get(v.index()) {
                 Some(s) => types.push(s.ty().clone()),
-                None => return Err(TypeError::Invalid(format!("{v} is not a value of this builder"))),
+                None => {
+                    return Err(TypeError::Invalid(format!(
+                        "{v} is not a value of this builder"
+                    )))
+                }
             }
         }
         let ty = prim.infer(&types)?;
         if ty.shape.checked_numel().is_none() {
-            return Err(TypeError::Invalid(format!("result type {ty} has an invalid shape")));
+            return Err(TypeError::Invalid(format!(
+                "result type {ty} has an invalid shape"
+            )));
         }
-        self.names.insert(name.clone(), Var(self.slots.len() as u32));
+        self.names
+            .insert(name.clone(), Var(self.slots.len() as u32));
         Ok(self.push(Slot::Node(Node {
             name,
             prim,
@@ -252,10 +276,7 @@ impl Builder {
         for n in &p.nodes {
             let operands: Vec<Var> = n.operands.iter().map(|o| map[o.index()]).collect();
             let name = self.fresh_name(&n.name);
-            let saved = match &n.tag {
-                Some(t) => Some(self.set_tag(Some(t.clone()))),
-                None => None,
-            };
+            let saved = n.tag.as_ref().map(|t| self.set_tag(Some(t.clone())));
             let v = self
                 .apply_as(name.clone(), n.prim.clone(), &operands)
                 .map_err(|source| BuildError::Type {

@@ -54,7 +54,11 @@ pub fn from_str(text: &str, registry: &Registry) -> Result<Program, ValidationEr
     let module: ModuleJson = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         ValidationError::Json {
-            path: if path == "." { "module".to_string() } else { path },
+            path: if path == "." {
+                "module".to_string()
+            } else {
+                path
+            },
             message: e.into_inner().to_string(),
         }
     })?;

@@ -14,7 +14,9 @@ mod validate;
 
 pub use attrs::{attrs_of, AttrReader};
 pub use builder::{BuildError, Builder};
-pub use primitive::{same_prim, Attrs, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError};
+pub use primitive::{
+    same_prim, Attrs, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError,
+};
 pub use program::{Def, Input, InputKind, Node, Program, Var};
 pub use registry::{Constructor, Registry};
 pub use validate::{ValidationError, ValidationErrors};

@@ -225,7 +225,11 @@ impl Program {
         let program = Program {
             inputs: self.inputs.clone(),
             nodes,
-            outputs: self.outputs.iter().map(|o| map[o.index()].expect("outputs are needed")).collect(),
+            outputs: self
+                .outputs
+                .iter()
+                .map(|o| map[o.index()].expect("outputs are needed"))
+                .collect(),
         };
         (program, map)
     }

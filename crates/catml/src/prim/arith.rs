@@ -42,10 +42,22 @@ impl Primitive for Add {
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         sum_terms(b, dx)
     }
-    fn vjp(&self, _b: &mut Builder, _x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        _b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(u), Some(u)])
     }
 }
@@ -73,7 +85,13 @@ impl Primitive for Sub {
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         Ok(match (dx[0], dx[1]) {
             (Some(p), Some(q)) => Some(b.sub(p, q)?),
             (Some(p), None) => Some(p),
@@ -81,7 +99,13 @@ impl Primitive for Sub {
             (None, None) => None,
         })
     }
-    fn vjp(&self, b: &mut Builder, _x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(u), Some(b.neg(u)?)])
     }
 }
@@ -109,10 +133,22 @@ impl Primitive for Neg {
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         dx[0].map(|d| b.neg(d)).transpose().map_err(Into::into)
     }
-    fn vjp(&self, b: &mut Builder, _x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(b.neg(u)?)])
     }
 }
@@ -140,12 +176,24 @@ impl Primitive for Mul {
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
-    fn jvp(&self, b: &mut Builder, x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         let left = dx[0].map(|d| b.mul(d, x[1])).transpose()?;
         let right = dx[1].map(|d| b.mul(x[0], d)).transpose()?;
         sum_terms(b, &[left, right])
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(b.mul(u, x[1])?), Some(b.mul(u, x[0])?)])
     }
 }

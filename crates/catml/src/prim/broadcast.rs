@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
 use super::Ops;
-use crate::ir::{AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
 use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,11 +46,18 @@ impl Primitive for Broadcast {
         if self.dims.len() != x.rank() {
             return Err(TypeError::attr(
                 "dims",
-                format!("has {} entries but the operand {x} has rank {}", self.dims.len(), x.rank()),
+                format!(
+                    "has {} entries but the operand {x} has rank {}",
+                    self.dims.len(),
+                    x.rank()
+                ),
             ));
         }
         if self.dims.windows(2).any(|w| w[0] >= w[1]) {
-            return Err(TypeError::attr("dims", format!("{:?} must be strictly increasing", self.dims)));
+            return Err(TypeError::attr(
+                "dims",
+                format!("{:?} must be strictly increasing", self.dims),
+            ));
         }
         for (i, &d) in self.dims.iter().enumerate() {
             let Some(&size) = self.shape.dims().get(d) else {
@@ -79,13 +88,25 @@ impl Primitive for Broadcast {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         dx[0]
             .map(|d| b.op(Arc::new(self.clone()), &[d]))
             .transpose()
             .map_err(Into::into)
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let operand = b.ty(x[0]).clone();
         // Sum every result axis that copies: new axes, and size-1 operand axes that grew.
         let summed: Vec<usize> = (0..self.shape.rank())
@@ -94,7 +115,11 @@ impl Primitive for Broadcast {
                 Some(i) => operand.dims()[i] == 1 && self.shape.dims()[*r] != 1,
             })
             .collect();
-        let reduced = if summed.is_empty() { u } else { b.sum(u, Some(summed))? };
+        let reduced = if summed.is_empty() {
+            u
+        } else {
+            b.sum(u, Some(summed))?
+        };
         let out = if *b.ty(reduced) == operand {
             reduced
         } else {
@@ -141,7 +166,10 @@ impl Primitive for BroadcastRows {
         if self.rows == 0 {
             return Err(TypeError::attr("rows", "must be positive"));
         }
-        Ok(TensorType::new(inputs[0].dtype, [self.rows, inputs[0].dims()[0]]))
+        Ok(TensorType::new(
+            inputs[0].dtype,
+            [self.rows, inputs[0].dims()[0]],
+        ))
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
@@ -152,10 +180,25 @@ impl Primitive for BroadcastRows {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
-        dx[0].map(|d| b.broadcast_rows(d, self.rows)).transpose().map_err(Into::into)
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        dx[0]
+            .map(|d| b.broadcast_rows(d, self.rows))
+            .transpose()
+            .map_err(Into::into)
     }
-    fn vjp(&self, b: &mut Builder, _x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         // (b, Ȳ) ↦ Σ_r Ȳ_{r,:}
         Ok(vec![Some(b.sum(u, Some(vec![0]))?)])
     }

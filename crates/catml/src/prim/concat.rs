@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::dispatch::{eval_ring, eval_ring_rational, float_operand, RingKernel};
 use super::Ops;
-use crate::ir::{AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
 use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +38,10 @@ impl Primitive for Concat {
         float_operand(inputs, 0)?;
         let first = &inputs[0];
         if self.axis >= first.rank() {
-            return Err(TypeError::attr("axis", format!("axis {} is out of range for {first}", self.axis)));
+            return Err(TypeError::attr(
+                "axis",
+                format!("axis {} is out of range for {first}", self.axis),
+            ));
         }
         let mut dims = first.dims().to_vec();
         for (i, t) in inputs.iter().enumerate().skip(1) {
@@ -46,7 +51,10 @@ impl Primitive for Concat {
             if !fits {
                 return Err(TypeError::Operand {
                     index: i,
-                    expected: format!("{} with sizes equal to operand 0 off axis {}", first.dtype, self.axis),
+                    expected: format!(
+                        "{} with sizes equal to operand 0 off axis {}",
+                        first.dtype, self.axis
+                    ),
                     found: t.clone(),
                 });
             }
@@ -63,7 +71,13 @@ impl Primitive for Concat {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(&self, b: &mut Builder, x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         if dx.iter().all(Option::is_none) {
             return Ok(None);
         }
@@ -80,12 +94,22 @@ impl Primitive for Concat {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Some(b.concat(&parts, self.axis)?))
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let mut start = 0;
         let mut out = Vec::with_capacity(x.len());
         for &xi in x {
             let len = b.ty(xi).dims()[self.axis];
-            out.push(Some(b.gather(u, self.axis, (start..start + len).collect())?));
+            out.push(Some(b.gather(
+                u,
+                self.axis,
+                (start..start + len).collect(),
+            )?));
             start += len;
         }
         Ok(out)

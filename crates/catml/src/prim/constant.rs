@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use super::dispatch::arity;
-use crate::ir::{AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
 use crate::tensor::{rational_from_f64, Array, RArray, Shape, Tensor, TensorType};
 
 #[derive(Debug, Clone)]
@@ -22,7 +24,10 @@ impl Primitive for Constant {
         "constant"
     }
     fn attrs(&self) -> Attrs {
-        crate::ir::attrs_of([("value", serde_json::to_value(&self.value).expect("serialisable"))])
+        crate::ir::attrs_of([(
+            "value",
+            serde_json::to_value(&self.value).expect("serialisable"),
+        )])
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         arity(inputs, 0)?;
@@ -38,15 +43,30 @@ impl Primitive for Constant {
             .iter()
             .map(|&v| rational_from_f64(v).expect("constants are finite"))
             .collect();
-        Some(Array::new(Shape::new(self.value.dims().to_vec()), data).map_err(|e| KernelError::Unsupported(e.to_string())))
+        Some(
+            Array::new(Shape::new(self.value.dims().to_vec()), data)
+                .map_err(|e| KernelError::Unsupported(e.to_string())),
+        )
     }
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(&self, _b: &mut Builder, _x: &[Var], _y: Var, _dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        _b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        _dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         Ok(None)
     }
-    fn vjp(&self, _b: &mut Builder, _x: &[Var], _y: Var, _u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        _b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        _u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![])
     }
 }

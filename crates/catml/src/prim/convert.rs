@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::dispatch::arity;
 use super::Ops;
-use crate::ir::{AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
 use crate::tensor::{Array, DType, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +27,10 @@ impl Primitive for Convert {
         if inputs[0].dtype.is_float() && !self.dtype.is_float() {
             return Err(TypeError::attr(
                 "dtype",
-                format!("cannot convert {} to {}: floats do not become indices", inputs[0].dtype, self.dtype),
+                format!(
+                    "cannot convert {} to {}: floats do not become indices",
+                    inputs[0].dtype, self.dtype
+                ),
             ));
         }
         Ok(inputs[0].with_dtype(self.dtype))
@@ -54,13 +59,25 @@ impl Primitive for Convert {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         match dx[0] {
             Some(d) if self.dtype.is_float() => Ok(Some(b.convert(d, self.dtype)?)),
             _ => Ok(None),
         }
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let source = b.ty(x[0]).dtype;
         if !source.is_float() {
             return Ok(vec![None]);

@@ -5,14 +5,19 @@ use std::sync::Arc;
 
 use super::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
 use super::Ops;
-use crate::ir::{AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
 use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
 
 fn check_axis(ty: &TensorType, axis: usize) -> Result<(), TypeError> {
     if axis < ty.rank() {
         Ok(())
     } else {
-        Err(TypeError::attr("axis", format!("axis {axis} is out of range for {ty}")))
+        Err(TypeError::attr(
+            "axis",
+            format!("axis {axis} is out of range for {ty}"),
+        ))
     }
 }
 
@@ -23,7 +28,10 @@ fn check_indices(indices: &[usize], bound: usize, what: &str) -> Result<(), Type
     match indices.iter().position(|&i| i >= bound) {
         Some(j) => Err(TypeError::attr(
             "indices",
-            format!("index {} at position {j} is out of range for {what} {bound}", indices[j]),
+            format!(
+                "index {} at position {j} is out of range for {what} {bound}",
+                indices[j]
+            ),
         )),
         None => Ok(()),
     }
@@ -52,7 +60,10 @@ impl Primitive for Gather {
         "gather"
     }
     fn attrs(&self) -> Attrs {
-        crate::ir::attrs_of([("axis", self.axis.into()), ("indices", self.indices.clone().into())])
+        crate::ir::attrs_of([
+            ("axis", self.axis.into()),
+            ("indices", self.indices.clone().into()),
+        ])
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         arity(inputs, 1)?;
@@ -72,15 +83,32 @@ impl Primitive for Gather {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         dx[0]
             .map(|d| b.gather(d, self.axis, self.indices.clone()))
             .transpose()
             .map_err(Into::into)
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let size = b.ty(x[0]).dims()[self.axis];
-        Ok(vec![Some(b.scatter_add(u, self.axis, self.indices.clone(), size)?)])
+        Ok(vec![Some(b.scatter_add(
+            u,
+            self.axis,
+            self.indices.clone(),
+            size,
+        )?)])
     }
 }
 
@@ -93,13 +121,22 @@ pub struct ScatterAdd {
 
 impl ScatterAdd {
     pub fn new(axis: usize, indices: Vec<usize>, size: usize) -> ScatterAdd {
-        ScatterAdd { axis, indices, size }
+        ScatterAdd {
+            axis,
+            indices,
+            size,
+        }
     }
 }
 
 impl RingKernel for ScatterAdd {
     fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::scatter_add(x[0], self.axis, &self.indices, self.size))
+        Ok(kernels::scatter_add(
+            x[0],
+            self.axis,
+            &self.indices,
+            self.size,
+        ))
     }
 }
 
@@ -147,13 +184,25 @@ impl Primitive for ScatterAdd {
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         inputs[0].numel() as u64
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         dx[0]
             .map(|d| b.scatter_add(d, self.axis, self.indices.clone(), self.size))
             .transpose()
             .map_err(Into::into)
     }
-    fn vjp(&self, b: &mut Builder, _x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(b.gather(u, self.axis, self.indices.clone())?)])
     }
 }

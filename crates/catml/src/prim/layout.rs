@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
 use super::Ops;
-use crate::ir::{AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
 use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,13 +59,25 @@ impl Primitive for Reshape {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         dx[0]
             .map(|d| b.reshape(d, self.shape.clone()))
             .transpose()
             .map_err(Into::into)
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let back = b.ty(x[0]).shape.clone();
         Ok(vec![Some(b.reshape(u, back)?)])
     }
@@ -107,11 +121,17 @@ impl Primitive for Permute {
         let rank = inputs[0].rank();
         let mut seen = vec![false; rank];
         let valid = self.perm.len() == rank
-            && self.perm.iter().all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
+            && self
+                .perm
+                .iter()
+                .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
         if !valid {
             return Err(TypeError::attr(
                 "perm",
-                format!("{:?} is not a permutation of the {rank} axes of {}", self.perm, inputs[0]),
+                format!(
+                    "{:?} is not a permutation of the {rank} axes of {}",
+                    self.perm, inputs[0]
+                ),
             ));
         }
         let dims: Vec<usize> = self.perm.iter().map(|&p| inputs[0].dims()[p]).collect();
@@ -126,13 +146,25 @@ impl Primitive for Permute {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         dx[0]
             .map(|d| b.permute(d, self.perm.clone()))
             .transpose()
             .map_err(Into::into)
     }
-    fn vjp(&self, b: &mut Builder, _x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(b.permute(u, self.inverse())?)])
     }
 }

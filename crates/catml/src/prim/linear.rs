@@ -34,7 +34,11 @@ impl FloatKernel for Linear {
             MatRef::transpose_of(x[1].data(), out, inp),
             true,
         );
-        let dims = if x[0].dims().len() == 2 { vec![batch, out] } else { vec![out] };
+        let dims = if x[0].dims().len() == 2 {
+            vec![batch, out]
+        } else {
+            vec![out]
+        };
         Ok(Array::new(dims, y).expect("batch * out elements"))
     }
 }
@@ -85,19 +89,33 @@ impl Primitive for Linear {
         for (i, v) in y.iter_mut().enumerate() {
             *v = v.clone() + x[2].data()[i % out].clone();
         }
-        let dims = if x[0].dims().len() == 2 { vec![batch, out] } else { vec![out] };
+        let dims = if x[0].dims().len() == 2 {
+            vec![batch, out]
+        } else {
+            vec![out]
+        };
         Some(Array::new(dims, y).map_err(|e| KernelError::Unsupported(e.to_string())))
     }
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         let inp = inputs[1].dims()[1] as u64;
         output.numel() as u64 * (2 * inp + 1)
     }
-    fn jvp(&self, b: &mut Builder, x: &[Var], y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         // dy = dx W^T + x dW^T + db
         let out_ty = b.ty(y).clone();
         let as_rows = |b: &mut Builder, v: Var| -> Result<Var, TypeError> {
             let t = b.ty(v).clone();
-            if t.rank() == 1 { b.reshape(v, [1, t.dims()[0]]) } else { Ok(v) }
+            if t.rank() == 1 {
+                b.reshape(v, [1, t.dims()[0]])
+            } else {
+                Ok(v)
+            }
         };
         let nt = Arc::new(MatMul::new(false, true));
         let mut terms = Vec::new();
@@ -110,7 +128,11 @@ impl Primitive for Linear {
             terms.push(Some(b.op(nt.clone(), &[x2, dw])?));
         }
         if let Some(db) = dx[2] {
-            let rows = if out_ty.rank() == 2 { out_ty.dims()[0] } else { 1 };
+            let rows = if out_ty.rank() == 2 {
+                out_ty.dims()[0]
+            } else {
+                1
+            };
             terms.push(Some(b.broadcast_rows(db, rows)?));
         }
         match super::sum_terms(b, &terms)? {
@@ -118,7 +140,13 @@ impl Primitive for Linear {
             other => Ok(other),
         }
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let xt = b.ty(x[0]).clone();
         let wt = b.ty(x[1]).clone();
         let (out, inp) = (wt.dims()[0], wt.dims()[1]);
@@ -139,7 +167,11 @@ impl Primitive for Linear {
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some((|| {
             let xt = b.ty(x[0]).clone();
-            let x2 = if xt.rank() == 1 { b.reshape(x[0], [1, xt.dims()[0]])? } else { x[0] };
+            let x2 = if xt.rank() == 1 {
+                b.reshape(x[0], [1, xt.dims()[0]])?
+            } else {
+                x[0]
+            };
             let wt = b.transpose(x[1])?;
             let xw = b.matmul(x2, wt)?;
             let rows = b.ty(xw).dims()[0];
@@ -154,7 +186,6 @@ impl Primitive for Linear {
         })())
     }
 }
-
 
 pub(crate) fn register(r: &mut Registry) {
     super::register_unit(r, "linear", || Arc::new(Linear) as Prim);

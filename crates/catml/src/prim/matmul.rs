@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use super::Ops;
-use crate::ir::{AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
 use crate::tensor::kernels::{gemm, matmul_generic, MatRef};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
 
@@ -31,7 +33,11 @@ impl MatMul {
         }
     }
 
-    fn run<T: Element>(&self, x: &[&Array<T>], mm: impl Fn(MatRef<'_, T>, MatRef<'_, T>) -> Vec<T>) -> Array<T> {
+    fn run<T: Element>(
+        &self,
+        x: &[&Array<T>],
+        mm: impl Fn(MatRef<'_, T>, MatRef<'_, T>) -> Vec<T>,
+    ) -> Array<T> {
         let a = Self::operand(x[0].data(), x[0].dims(), self.transpose_a);
         let b = Self::operand(x[1].data(), x[1].dims(), self.transpose_b);
         let shape = Shape::new(vec![a.rows, b.cols]);
@@ -78,8 +84,16 @@ impl Primitive for MatMul {
             });
         }
         let (a, b) = (inputs[0].dims(), inputs[1].dims());
-        let (m, k1) = if self.transpose_a { (a[1], a[0]) } else { (a[0], a[1]) };
-        let (k2, n) = if self.transpose_b { (b[1], b[0]) } else { (b[0], b[1]) };
+        let (m, k1) = if self.transpose_a {
+            (a[1], a[0])
+        } else {
+            (a[0], a[1])
+        };
+        let (k2, n) = if self.transpose_b {
+            (b[1], b[0])
+        } else {
+            (b[0], b[1])
+        };
         if k1 != k2 {
             return Err(TypeError::Invalid(format!(
                 "contraction sizes differ: {} by {} (inner {k1} vs {k2})",
@@ -95,15 +109,35 @@ impl Primitive for MatMul {
         Some(Ok(self.run(x, matmul_generic)))
     }
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
-        let k = if self.transpose_a { inputs[0].dims()[0] } else { inputs[0].dims()[1] };
+        let k = if self.transpose_a {
+            inputs[0].dims()[0]
+        } else {
+            inputs[0].dims()[1]
+        };
         2 * output.numel() as u64 * k as u64
     }
-    fn jvp(&self, b: &mut Builder, x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
-        let left = dx[0].map(|d| b.op(Arc::new(*self), &[d, x[1]])).transpose()?;
-        let right = dx[1].map(|d| b.op(Arc::new(*self), &[x[0], d])).transpose()?;
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        let left = dx[0]
+            .map(|d| b.op(Arc::new(*self), &[d, x[1]]))
+            .transpose()?;
+        let right = dx[1]
+            .map(|d| b.op(Arc::new(*self), &[x[0], d]))
+            .transpose()?;
         super::sum_terms(b, &[left, right])
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         // C = op(A) op(B): op(A)-bar = u op(B)^T, op(B)-bar = op(A)^T u, then undo op.
         let (ta, tb) = (self.transpose_a, self.transpose_b);
         let da = if ta {
@@ -123,8 +157,16 @@ impl Primitive for MatMul {
             return None;
         }
         Some((|| {
-            let a = if self.transpose_a { b.transpose(x[0])? } else { x[0] };
-            let c = if self.transpose_b { b.transpose(x[1])? } else { x[1] };
+            let a = if self.transpose_a {
+                b.transpose(x[0])?
+            } else {
+                x[0]
+            };
+            let c = if self.transpose_b {
+                b.transpose(x[1])?
+            } else {
+                x[1]
+            };
             b.matmul(a, c)
         })())
     }

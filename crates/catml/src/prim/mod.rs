@@ -114,7 +114,12 @@ pub trait Ops {
         self.op(Arc::new(Sum::new(axes)), &[x])
     }
     /// broadcast_in_dim: operand dim i goes to result dim dims[i].
-    fn broadcast(&mut self, x: Var, shape: impl Into<Shape>, dims: Vec<usize>) -> Result<Var, TypeError> {
+    fn broadcast(
+        &mut self,
+        x: Var,
+        shape: impl Into<Shape>,
+        dims: Vec<usize>,
+    ) -> Result<Var, TypeError> {
         self.op(Arc::new(Broadcast::new(shape.into(), dims)), &[x])
     }
     fn broadcast_rows(&mut self, x: Var, rows: usize) -> Result<Var, TypeError> {
@@ -133,7 +138,13 @@ pub trait Ops {
     fn gather(&mut self, x: Var, axis: usize, indices: Vec<usize>) -> Result<Var, TypeError> {
         self.op(Arc::new(Gather::new(axis, indices)), &[x])
     }
-    fn scatter_add(&mut self, x: Var, axis: usize, indices: Vec<usize>, size: usize) -> Result<Var, TypeError> {
+    fn scatter_add(
+        &mut self,
+        x: Var,
+        axis: usize,
+        indices: Vec<usize>,
+        size: usize,
+    ) -> Result<Var, TypeError> {
         self.op(Arc::new(ScatterAdd::new(axis, indices, size)), &[x])
     }
     fn concat(&mut self, xs: &[Var], axis: usize) -> Result<Var, TypeError> {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
 use super::Ops;
-use crate::ir::{AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
 use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,10 +56,16 @@ impl Primitive for Sum {
         let rank = inputs[0].rank();
         let axes = self.reduced(rank);
         if let Some(&bad) = axes.iter().find(|&&a| a >= rank) {
-            return Err(TypeError::attr("axes", format!("axis {bad} is out of range for rank {rank}")));
+            return Err(TypeError::attr(
+                "axes",
+                format!("axis {bad} is out of range for rank {rank}"),
+            ));
         }
         if let Some(w) = axes.windows(2).find(|w| w[0] == w[1]) {
-            return Err(TypeError::attr("axes", format!("axis {} is repeated", w[0])));
+            return Err(TypeError::attr(
+                "axes",
+                format!("axis {} is repeated", w[0]),
+            ));
         }
         let dims: Vec<usize> = (0..rank)
             .filter(|i| !axes.contains(i))
@@ -74,13 +82,25 @@ impl Primitive for Sum {
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         inputs[0].numel() as u64
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         dx[0]
             .map(|d| b.op(Arc::new(self.clone()), &[d]))
             .transpose()
             .map_err(Into::into)
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let ty = b.ty(x[0]).clone();
         let axes = self.reduced(ty.rank());
         let kept: Vec<usize> = (0..ty.rank()).filter(|i| !axes.contains(i)).collect();

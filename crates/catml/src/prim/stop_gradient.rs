@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use super::dispatch::unary_float;
-use crate::ir::{Builder, KernelError, Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var};
+use crate::ir::{
+    Builder, KernelError, Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
+};
 use crate::tensor::{RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy)]
@@ -28,10 +30,22 @@ impl Primitive for StopGradient {
     fn rule(&self) -> RuleKind {
         RuleKind::Declared("zero response: gradients do not flow through stop_gradient")
     }
-    fn jvp(&self, _b: &mut Builder, _x: &[Var], _y: Var, _dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        _b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        _dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         Ok(None)
     }
-    fn vjp(&self, _b: &mut Builder, _x: &[Var], _y: Var, _u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        _b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        _u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![None])
     }
 }

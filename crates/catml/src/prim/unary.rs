@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use num_traits::{One, Zero};
 
-use super::dispatch::{check_domain, eval_float, eval_ring_rational, unary_float, FloatKernel, RingKernel};
+use super::dispatch::{
+    check_domain, eval_float, eval_ring_rational, unary_float, FloatKernel, RingKernel,
+};
 use super::Ops;
 use crate::ir::{Builder, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError, Var};
 use crate::tensor::{kernels, Array, Element, Float, RArray, Tensor, TensorType};
@@ -70,10 +72,22 @@ impl Primitive for Exp {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         times(b, dx[0], y)
     }
-    fn vjp(&self, b: &mut Builder, _x: &[Var], y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(b.mul(u, y)?)])
     }
 }
@@ -84,7 +98,11 @@ pub struct Log;
 
 impl FloatKernel for Log {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        check_domain(x[0].data(), |v| !(v > T::zero()), "log of a value <= 0")?;
+        check_domain(
+            x[0].data(),
+            |v| v <= T::zero() || v.is_nan(),
+            "log of a value <= 0",
+        )?;
         Ok(kernels::map_copy(x[0], |v| v.ln()))
     }
 }
@@ -99,7 +117,13 @@ impl Primitive for Log {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
-    fn jvp(&self, b: &mut Builder, x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         match dx[0] {
             Some(d) => {
                 let r = b.reciprocal(x[0])?;
@@ -108,7 +132,13 @@ impl Primitive for Log {
             None => Ok(None),
         }
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let r = b.reciprocal(x[0])?;
         Ok(vec![Some(b.mul(u, r)?)])
     }
@@ -129,7 +159,13 @@ impl Primitive for Tanh {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         match dx[0] {
             Some(d) => {
                 let s = one_minus_square(b, y)?;
@@ -138,7 +174,13 @@ impl Primitive for Tanh {
             None => Ok(None),
         }
     }
-    fn vjp(&self, b: &mut Builder, _x: &[Var], y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let s = one_minus_square(b, y)?;
         Ok(vec![Some(b.mul(u, s)?)])
     }
@@ -166,7 +208,13 @@ impl Primitive for Sigmoid {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         match dx[0] {
             Some(d) => {
                 let s = logistic_slope(b, y)?;
@@ -175,7 +223,13 @@ impl Primitive for Sigmoid {
             None => Ok(None),
         }
     }
-    fn vjp(&self, b: &mut Builder, _x: &[Var], y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let s = logistic_slope(b, y)?;
         Ok(vec![Some(b.mul(u, s)?)])
     }
@@ -194,7 +248,13 @@ impl RingKernel for Relu {
 
 impl FloatKernel for Relu {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::map_copy(x[0], |v| if v > T::zero() { v } else { T::zero() }))
+        Ok(kernels::map_copy(x[0], |v| {
+            if v > T::zero() {
+                v
+            } else {
+                T::zero()
+            }
+        }))
     }
 }
 
@@ -217,7 +277,13 @@ impl Primitive for Relu {
     fn convention_points(&self, x: &[&Tensor]) -> usize {
         count_zeros(x[0])
     }
-    fn jvp(&self, b: &mut Builder, x: &[Var], _y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         match dx[0] {
             Some(d) => {
                 let m = b.step(x[0])?;
@@ -226,7 +292,13 @@ impl Primitive for Relu {
             None => Ok(None),
         }
     }
-    fn vjp(&self, b: &mut Builder, x: &[Var], _y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let m = b.step(x[0])?;
         Ok(vec![Some(b.mul(u, m)?)])
     }
@@ -249,7 +321,13 @@ impl RingKernel for Step {
 
 impl FloatKernel for Step {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::map_copy(x[0], |v| if v > T::zero() { T::one() } else { T::zero() }))
+        Ok(kernels::map_copy(x[0], |v| {
+            if v > T::zero() {
+                T::one()
+            } else {
+                T::zero()
+            }
+        }))
     }
 }
 
@@ -272,10 +350,22 @@ impl Primitive for Step {
     fn convention_points(&self, x: &[&Tensor]) -> usize {
         count_zeros(x[0])
     }
-    fn jvp(&self, _b: &mut Builder, _x: &[Var], _y: Var, _dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        _b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        _dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         Ok(None)
     }
-    fn vjp(&self, _b: &mut Builder, _x: &[Var], _y: Var, _u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        _b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        _u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![None])
     }
 }
@@ -304,11 +394,19 @@ impl Primitive for Reciprocal {
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let a = x[0];
         Some(match a.data().iter().position(|v| v.is_zero()) {
-            Some(i) => Err(KernelError::Domain(format!("reciprocal of 0 at element {i}"))),
+            Some(i) => Err(KernelError::Domain(format!(
+                "reciprocal of 0 at element {i}"
+            ))),
             None => Ok(a.map(|v| crate::tensor::Rational::one() / v)),
         })
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         match dx[0] {
             Some(d) => {
                 let s = neg_square(b, y)?;
@@ -317,7 +415,13 @@ impl Primitive for Reciprocal {
             None => Ok(None),
         }
     }
-    fn vjp(&self, b: &mut Builder, _x: &[Var], y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let s = neg_square(b, y)?;
         Ok(vec![Some(b.mul(u, s)?)])
     }
@@ -329,7 +433,11 @@ pub struct Rsqrt;
 
 impl FloatKernel for Rsqrt {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        check_domain(x[0].data(), |v| !(v > T::zero()), "rsqrt of a value <= 0")?;
+        check_domain(
+            x[0].data(),
+            |v| v <= T::zero() || v.is_nan(),
+            "rsqrt of a value <= 0",
+        )?;
         Ok(kernels::map_copy(x[0], |v| T::one() / v.sqrt()))
     }
 }
@@ -344,7 +452,13 @@ impl Primitive for Rsqrt {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
-    fn jvp(&self, b: &mut Builder, _x: &[Var], y: Var, dx: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
         match dx[0] {
             Some(d) => {
                 let s = rsqrt_slope(b, y)?;
@@ -353,7 +467,13 @@ impl Primitive for Rsqrt {
             None => Ok(None),
         }
     }
-    fn vjp(&self, b: &mut Builder, _x: &[Var], y: Var, u: Var) -> Result<Vec<Option<Var>>, RuleError> {
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
         let s = rsqrt_slope(b, y)?;
         Ok(vec![Some(b.mul(u, s)?)])
     }

@@ -38,12 +38,7 @@ pub fn zip_copy<T: Float>(a: &Array<T>, b: &Array<T>, f: impl Fn(T, T) -> T) -> 
 
 /// Visits every multi-index of `dims` in row-major order, passing the two offsets obtained from
 /// two stride vectors. The innermost dimension is a plain loop.
-fn for_each_offset(
-    dims: &[usize],
-    sa: &[usize],
-    sb: &[usize],
-    mut f: impl FnMut(usize, usize),
-) {
+fn for_each_offset(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut(usize, usize)) {
     let rank = dims.len();
     if rank == 0 {
         f(0, 0);
@@ -91,7 +86,10 @@ pub fn permute<T: Element>(a: &Array<T>, perm: &[usize]) -> Array<T> {
     let src_strides = a.shape().strides();
     let dims: Vec<usize> = perm.iter().map(|&p| a.dims()[p]).collect();
     let strides: Vec<usize> = perm.iter().map(|&p| src_strides[p]).collect();
-    Array::from_parts(Shape::new(dims.clone()), strided_copy(a.data(), &dims, &strides))
+    Array::from_parts(
+        Shape::new(dims.clone()),
+        strided_copy(a.data(), &dims, &strides),
+    )
 }
 
 /// broadcast_in_dim: operand dim i goes to result dim dims[i] (sizes equal or 1).
@@ -103,7 +101,10 @@ pub fn broadcast<T: Element>(a: &Array<T>, shape: &Shape, dims_map: &[usize]) ->
             strides[d] = src_strides[i];
         }
     }
-    Array::from_parts(shape.clone(), strided_copy(a.data(), shape.dims(), &strides))
+    Array::from_parts(
+        shape.clone(),
+        strided_copy(a.data(), shape.dims(), &strides),
+    )
 }
 
 /// Sum over the given (sorted, distinct) axes, which are removed from the shape.
@@ -157,7 +158,12 @@ pub fn gather<T: Element>(a: &Array<T>, axis: usize, indices: &[usize]) -> Array
 }
 
 /// The transpose of `gather`: out[.., k, ..] = sum over j with indices[j] = k of a[.., j, ..].
-pub fn scatter_add<T: Element>(a: &Array<T>, axis: usize, indices: &[usize], size: usize) -> Array<T> {
+pub fn scatter_add<T: Element>(
+    a: &Array<T>,
+    axis: usize,
+    indices: &[usize],
+    size: usize,
+) -> Array<T> {
     let (outer, len, inner) = split_at_axis(a.dims(), axis);
     debug_assert_eq!(len, indices.len());
     let mut out = vec![T::zero(); outer * size * inner];
@@ -355,8 +361,16 @@ mod tests {
         let a: Vec<f64> = (0..6).map(|x| x as f64).collect();
         let b: Vec<f64> = (0..12).map(|x| (x as f64) * 0.5 - 1.0).collect();
         for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            let ma = if ta { MatRef::transpose_of(&a[..], 3, 2) } else { MatRef::new(&a[..], 2, 3) };
-            let mb = if tb { MatRef::transpose_of(&b[..], 4, 3) } else { MatRef::new(&b[..], 3, 4) };
+            let ma = if ta {
+                MatRef::transpose_of(&a[..], 3, 2)
+            } else {
+                MatRef::new(&a[..], 2, 3)
+            };
+            let mb = if tb {
+                MatRef::transpose_of(&b[..], 4, 3)
+            } else {
+                MatRef::new(&b[..], 3, 4)
+            };
             assert_eq!(gemm(ma, mb), matmul_generic(ma, mb));
         }
     }
