@@ -102,6 +102,11 @@ impl Builder {
         b
     }
 
+    /// Whether `v` is a parameter input.
+    pub fn is_param(&self, v: Var) -> bool {
+        matches!(self.slots.get(v.index()), Some(Slot::Input(i)) if i.kind == InputKind::Param)
+    }
+
     /// Declares an input.
     pub fn input(
         &mut self,
@@ -302,6 +307,11 @@ impl Builder {
         if outputs.is_empty() {
             return Err(BuildError::NoOutputs);
         }
+        self.finish_any(outputs)
+    }
+
+    /// Finishes allowing no outputs: the morphisms into the terminal object (`discard`).
+    pub(crate) fn finish_any(self, outputs: &[Var]) -> Result<(Program, Vec<Var>), BuildError> {
         if let Some(&bad) = outputs.iter().find(|o| o.index() >= self.slots.len()) {
             return Err(BuildError::UnknownVar(bad));
         }

@@ -5,6 +5,7 @@
 
 mod attrs;
 mod builder;
+mod compose;
 pub mod json;
 pub mod listing;
 mod primitive;
@@ -14,6 +15,7 @@ mod validate;
 
 pub use attrs::{attrs_of, AttrReader};
 pub use builder::{BuildError, Builder};
+pub use compose::ComposeError;
 pub use primitive::{
     same_prim, Attrs, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError,
 };

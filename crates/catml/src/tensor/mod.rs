@@ -7,10 +7,12 @@ mod array;
 mod dtype;
 mod json;
 pub mod kernels;
+mod params;
 mod rational;
 mod shape;
 
 pub use array::{Array, Tensor, TensorError};
 pub use dtype::{DType, Element, Float};
+pub use params::{write_atomic, Params, ParamsError};
 pub use rational::{rational_from_f64, rational_to_f64, RArray, Rational};
 pub use shape::{Shape, TensorType};
