@@ -204,7 +204,7 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
         nodes: Vec::new(),
         outputs: Vec::new(),
     };
-    let mut declared: Vec<TensorType> = Vec::new();
+    let mut declared: Vec<(usize, TensorType)> = Vec::new();
     let mut saw_outputs = false;
     for (i, raw) in text.lines().enumerate() {
         let mut c = Cursor {
@@ -282,7 +282,7 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                 }
                 let name = c.name()?;
                 c.expect(":")?;
-                declared.push(c.ty()?);
+                declared.push((c.line, c.ty()?));
                 c.expect("=")?;
                 c.skip_ws();
                 let open = c.rest.find('(').ok_or_else(|| c.err("expected `op(`"))?;
@@ -329,14 +329,14 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
 
 fn finish(
     module: ModuleJson,
-    declared: &[TensorType],
+    declared: &[(usize, TensorType)],
     registry: &Registry,
 ) -> Result<Program, ValidationErrors> {
     let p = build(module, registry)?;
-    for (k, (n, ty)) in p.nodes().iter().zip(declared).enumerate() {
+    for (k, (n, (line, ty))) in p.nodes().iter().zip(declared).enumerate() {
         if n.ty != *ty {
             return Err(ValidationError::Listing {
-                line: 0,
+                line: *line,
                 message: format!(
                     "instruction {k} `{}` is declared {ty} but its primitive gives {}",
                     n.name, n.ty
