@@ -179,6 +179,10 @@ pub fn run(command: Command) -> Result<String> {
                 "gradients": gradients,
                 "gradients_by_tag": by_tag,
                 "conventions": conventions,
+                "residuals": v.residuals.iter().map(|r| json!({
+                    "name": r.name, "dtype": r.ty.dtype, "shape": r.ty.dims(), "bytes": r.bytes(),
+                    "kind": if r.is_input { "input" } else { "forward value" },
+                })).collect::<Vec<_>>(),
                 "residual_bytes": v.residual_bytes(),
             })))
         }
