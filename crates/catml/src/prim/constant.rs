@@ -74,7 +74,9 @@ impl Primitive for Constant {
 pub(crate) fn register(r: &mut Registry) {
     r.register("constant", |attrs: &Attrs| {
         let mut a = AttrReader::new(attrs);
-        let v = a.require("value")?;
+        let v = a.get("value").ok_or_else(|| {
+            TypeError::attr("value", "missing, expected a tensor {\"shape\", \"data\"}")
+        })?;
         let value: Tensor = serde_json::from_value(v.clone())
             .map_err(|e| TypeError::attr("value", e.to_string()))?;
         a.finish()?;
