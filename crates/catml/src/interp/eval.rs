@@ -26,7 +26,7 @@ pub enum EvalError {
         op: String,
         source: KernelError,
     },
-    #[error("node {index} `{name}` ({op}) produced {count} non-finite values (first at element {first})")]
+    #[error("node {index} `{name}` ({op}) produced {count} non-finite value{} (first at element {first})", if *.count == 1 { "" } else { "s" })]
     NonFinite {
         index: usize,
         name: String,

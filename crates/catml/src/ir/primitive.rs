@@ -34,7 +34,7 @@ impl fmt::Display for RuleKind {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TypeError {
-    #[error("expected {expected} operands, found {found}")]
+    #[error("expected {expected} operand{}, found {found}", plural(.expected))]
     Arity { expected: String, found: usize },
     #[error("operand {index} has dtype {found}, expected {expected}")]
     DType {
@@ -42,7 +42,7 @@ pub enum TypeError {
         expected: String,
         found: DType,
     },
-    #[error("operand types differ: {left} vs {right}")]
+    #[error("operand types differ: operand 0 is {left}, operand 1 is {right}")]
     Mismatch { left: TensorType, right: TensorType },
     #[error("operand {index} has type {found}, expected {expected}")]
     Operand {
@@ -54,6 +54,15 @@ pub enum TypeError {
     Attr { key: String, message: String },
     #[error("{0}")]
     Invalid(String),
+}
+
+/// The plural suffix for a count written as text ("1" operand, "2" or "at least 1" operands).
+fn plural(count: &str) -> &'static str {
+    if count == "1" {
+        ""
+    } else {
+        "s"
+    }
 }
 
 impl TypeError {

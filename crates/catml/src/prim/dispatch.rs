@@ -118,3 +118,20 @@ pub fn check_domain<T: Copy>(
         None => Ok(()),
     }
 }
+
+/// As [`check_domain`], naming the offending value and the admissible domain:
+/// `log of 0 at element 1, expected a positive value`.
+pub fn check_domain_of<T: Float>(
+    data: &[T],
+    bad: impl Fn(T) -> bool,
+    op: &str,
+    expected: &str,
+) -> Result<(), KernelError> {
+    match data.iter().position(|&v| bad(v)) {
+        Some(i) => Err(KernelError::Domain(format!(
+            "{op} of {} at element {i}, expected {expected}",
+            data[i].to_f64()
+        ))),
+        None => Ok(()),
+    }
+}

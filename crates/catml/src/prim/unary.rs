@@ -6,7 +6,7 @@ use std::sync::Arc;
 use num_traits::{One, Zero};
 
 use super::dispatch::{
-    check_domain, eval_float, eval_ring_rational, unary_float, FloatKernel, RingKernel,
+    check_domain_of, eval_float, eval_ring_rational, unary_float, FloatKernel, RingKernel,
 };
 use super::Ops;
 use crate::ir::{Builder, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError, Var};
@@ -98,10 +98,11 @@ pub struct Log;
 
 impl FloatKernel for Log {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        check_domain(
+        check_domain_of(
             x[0].data(),
             |v| v <= T::zero() || v.is_nan(),
-            "log of a value <= 0",
+            "log",
+            "a positive value",
         )?;
         Ok(kernels::map_copy(x[0], |v| v.ln()))
     }
@@ -376,7 +377,12 @@ pub struct Reciprocal;
 
 impl FloatKernel for Reciprocal {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        check_domain(x[0].data(), |v| v == T::zero(), "reciprocal of 0")?;
+        check_domain_of(
+            x[0].data(),
+            |v| v == T::zero(),
+            "reciprocal",
+            "a nonzero value",
+        )?;
         Ok(kernels::map_copy(x[0], |v| T::one() / v))
     }
 }
@@ -395,7 +401,7 @@ impl Primitive for Reciprocal {
         let a = x[0];
         Some(match a.data().iter().position(|v| v.is_zero()) {
             Some(i) => Err(KernelError::Domain(format!(
-                "reciprocal of 0 at element {i}"
+                "reciprocal of 0 at element {i}, expected a nonzero value"
             ))),
             None => Ok(a.map(|v| crate::tensor::Rational::one() / v)),
         })
@@ -433,10 +439,11 @@ pub struct Rsqrt;
 
 impl FloatKernel for Rsqrt {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        check_domain(
+        check_domain_of(
             x[0].data(),
             |v| v <= T::zero() || v.is_nan(),
-            "rsqrt of a value <= 0",
+            "rsqrt",
+            "a positive value",
         )?;
         Ok(kernels::map_copy(x[0], |v| T::one() / v.sqrt()))
     }
