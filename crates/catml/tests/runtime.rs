@@ -298,3 +298,16 @@ fn shape_interpreter_rejects_input_types_the_program_cannot_take() {
     let err = interp::shape(&p, &[t2]).unwrap_err();
     assert_eq!(err.to_string(), "expected 2 input types, found 1");
 }
+
+#[test]
+fn a_value_beyond_the_memory_limit_is_refused_before_allocating() {
+    let p = unary(|b, x| {
+        let s = b.sum(x, None).unwrap();
+        b.broadcast(s, [1_000_000, 1_000_000], vec![]).unwrap()
+    });
+    let err = interp::eval(&p, &[f64s(&[3], &[1.0, 2.0, 3.0])]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "node 1 `t.1` (broadcast) would hold 8000000000000 bytes, more than the limit of 17179869184"
+    );
+}

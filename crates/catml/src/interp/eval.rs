@@ -19,6 +19,16 @@ pub enum EvalError {
         expected: TensorType,
         found: TensorType,
     },
+    #[error(
+        "node {index} `{name}` ({op}) would hold {bytes} bytes, more than the limit of {limit}"
+    )]
+    TooLarge {
+        index: usize,
+        name: String,
+        op: String,
+        bytes: u64,
+        limit: u64,
+    },
     #[error("node {index} `{name}` ({op}): {source}")]
     Kernel {
         index: usize,
@@ -74,12 +84,33 @@ fn check_inputs(p: &Program, inputs: &[Tensor]) -> Result<(), EvalError> {
     Ok(())
 }
 
+/// The largest single value evaluation will allocate (a hostile module can declare a broadcast
+/// to terabytes; refuse it before allocating rather than abort).
+pub const MAX_VALUE_BYTES: u64 = 1 << 34;
+
+fn check_sizes(p: &Program) -> Result<(), EvalError> {
+    for (i, node) in p.nodes().iter().enumerate() {
+        let bytes = node.ty.bytes() as u64;
+        if bytes > MAX_VALUE_BYTES {
+            return Err(EvalError::TooLarge {
+                index: i,
+                name: node.name.clone(),
+                op: node.prim.name().to_string(),
+                bytes,
+                limit: MAX_VALUE_BYTES,
+            });
+        }
+    }
+    Ok(())
+}
+
 fn run(
     p: &Program,
     inputs: &[Tensor],
     mut report: Option<&mut EvalReport>,
 ) -> Result<Vec<Tensor>, EvalError> {
     check_inputs(p, inputs)?;
+    check_sizes(p)?;
     let n_in = p.n_inputs();
     let mut env: Vec<Option<Tensor>> = Vec::with_capacity(p.n_vars());
     env.extend(inputs.iter().cloned().map(Some));
