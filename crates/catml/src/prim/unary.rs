@@ -147,7 +147,12 @@ impl Primitive for Log {
 /// tanh x.
 #[derive(Debug, Clone, Copy)]
 pub struct Tanh;
-float_map!(Tanh, |v| v.tanh());
+
+impl FloatKernel for Tanh {
+    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        Ok(Array::new(x[0].shape().clone(), T::tanh_all(x[0].data())).expect("same length"))
+    }
+}
 
 impl Primitive for Tanh {
     fn name(&self) -> &str {

@@ -105,10 +105,18 @@ pub trait Float: Element + Copy + num_traits::Float + 'static {
     const DTYPE: DType;
     fn from_f64(x: f64) -> Self;
     fn to_f64(self) -> f64;
+
+    /// tanh of every element (vectorised for f32 and f64, see `fastmath`).
+    fn tanh_all(src: &[Self]) -> Vec<Self> {
+        src.iter().map(|x| x.tanh()).collect()
+    }
 }
 
 impl Float for f32 {
     const DTYPE: DType = DType::F32;
+    fn tanh_all(src: &[f32]) -> Vec<f32> {
+        super::fastmath::tanh_f32_slice(src)
+    }
     #[inline(always)]
     fn from_f64(x: f64) -> Self {
         x as f32
@@ -121,6 +129,9 @@ impl Float for f32 {
 
 impl Float for f64 {
     const DTYPE: DType = DType::F64;
+    fn tanh_all(src: &[f64]) -> Vec<f64> {
+        super::fastmath::tanh_f64_slice(src)
+    }
     #[inline(always)]
     fn from_f64(x: f64) -> Self {
         x
