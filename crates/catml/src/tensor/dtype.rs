@@ -110,12 +110,22 @@ pub trait Float: Element + Copy + num_traits::Float + 'static {
     fn tanh_all(src: &[Self]) -> Vec<Self> {
         src.iter().map(|x| x.tanh()).collect()
     }
+
+    /// tanh of every element, in place.
+    fn tanh_assign(buf: &mut [Self]) {
+        for v in buf {
+            *v = v.tanh();
+        }
+    }
 }
 
 impl Float for f32 {
     const DTYPE: DType = DType::F32;
     fn tanh_all(src: &[f32]) -> Vec<f32> {
         super::fastmath::tanh_f32_slice(src)
+    }
+    fn tanh_assign(buf: &mut [f32]) {
+        super::fastmath::tanh_f32_in_place(buf)
     }
     #[inline(always)]
     fn from_f64(x: f64) -> Self {
@@ -131,6 +141,9 @@ impl Float for f64 {
     const DTYPE: DType = DType::F64;
     fn tanh_all(src: &[f64]) -> Vec<f64> {
         super::fastmath::tanh_f64_slice(src)
+    }
+    fn tanh_assign(buf: &mut [f64]) {
+        super::fastmath::tanh_f64_in_place(buf)
     }
     #[inline(always)]
     fn from_f64(x: f64) -> Self {
