@@ -112,6 +112,14 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
     /// accepted. Rejects inputs outside the admissible domain.
     fn eval(&self, inputs: &[&Tensor]) -> Result<Tensor, KernelError>;
 
+    /// `eval` with the operands handed over: an operand whose value dies at this node arrives
+    /// holding the only reference to its buffer, and an elementwise kernel may write its result
+    /// there instead of allocating. The default borrows and calls `eval`.
+    fn eval_owned(&self, inputs: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        self.eval(&refs)
+    }
+
     /// Exact evaluation over rationals; `None` when the operation is not rational.
     fn eval_rational(&self, _inputs: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         None

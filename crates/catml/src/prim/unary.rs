@@ -6,7 +6,8 @@ use std::sync::Arc;
 use num_traits::{One, Zero};
 
 use super::dispatch::{
-    check_domain_of, eval_float, eval_ring_rational, unary_float, FloatKernel, RingKernel,
+    check_domain_of, eval_float, eval_ring_rational, map_in_place, or_eval, unary_float, FloatKernel,
+    FloatMapInPlace, RingKernel,
 };
 use super::Ops;
 use crate::ir::{Builder, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError, Var};
@@ -54,6 +55,14 @@ macro_rules! float_map {
                 Ok(kernels::map_copy(x[0], |$v: T| $body))
             }
         }
+        impl FloatMapInPlace for $ty {
+            fn apply_all<T: Float>(&self, buf: &mut [T]) {
+                for v in buf {
+                    let $v: T = *v;
+                    *v = $body;
+                }
+            }
+        }
     };
 }
 
@@ -71,6 +80,9 @@ impl Primitive for Exp {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        or_eval(map_in_place(self, x), |x| self.eval(x))
     }
     fn jvp(
         &self,
@@ -148,7 +160,18 @@ impl Primitive for Log {
 /// tanh x.
 #[derive(Debug, Clone, Copy)]
 pub struct Tanh;
-float_map!(Tanh, |v| v.tanh());
+
+impl FloatKernel for Tanh {
+    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        Ok(Array::new(x[0].shape().clone(), T::tanh_all(x[0].data())).expect("same length"))
+    }
+}
+
+impl FloatMapInPlace for Tanh {
+    fn apply_all<T: Float>(&self, buf: &mut [T]) {
+        T::tanh_assign(buf)
+    }
+}
 
 impl Primitive for Tanh {
     fn name(&self) -> &str {
@@ -159,6 +182,9 @@ impl Primitive for Tanh {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        or_eval(map_in_place(self, x), |x| self.eval(x))
     }
     fn jvp(
         &self,
@@ -208,6 +234,9 @@ impl Primitive for Sigmoid {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        or_eval(map_in_place(self, x), |x| self.eval(x))
     }
     fn jvp(
         &self,
