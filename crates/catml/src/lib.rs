@@ -1,6 +1,7 @@
 pub mod ad;
 pub mod interp;
 pub mod ir;
+pub mod nn;
 pub mod prim;
 pub mod tensor;
 pub mod trace;

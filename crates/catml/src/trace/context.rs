@@ -110,23 +110,32 @@ fn pop(stack: &mut Vec<Recording>, id: TraceId) -> Option<Recording> {
 /// The tag given to nodes recorded while `f` runs (000's `tag="lin1"`). Inner tags replace
 /// outer ones for their extent. Outside a trace, tags mean nothing and `f` just runs.
 pub fn with_tag<R>(tag: &str, f: impl FnOnce() -> R) -> R {
-    let saved = with_current(|r| r.map(|r| (r.id, r.builder.set_tag(Some(tag.to_string())))));
-    let _restore = saved.map(|(id, previous)| TagGuard { id, previous });
+    let _scope = tag_scope(tag);
     f()
 }
 
-/// Restores the previous tag of one recording when dropped.
-struct TagGuard {
-    id: TraceId,
-    previous: Option<String>,
+/// Tags the nodes recorded until the returned guard drops, then restores the previous tag.
+/// Unlike [`with_tag`] it needs no closure, so `#[track_caller]` layer functions keep
+/// reporting their caller's site.
+pub fn tag_scope(tag: &str) -> TagScope {
+    let saved = with_current(|r| r.map(|r| (r.id, r.builder.set_tag(Some(tag.to_string())))));
+    TagScope { saved }
 }
 
-impl Drop for TagGuard {
+/// The extent of a tag; see [`tag_scope`].
+#[must_use = "the tag applies only while the scope is alive"]
+pub struct TagScope {
+    saved: Option<(TraceId, Option<String>)>,
+}
+
+impl Drop for TagScope {
     fn drop(&mut self) {
-        let previous = self.previous.take();
+        let Some((id, previous)) = self.saved.take() else {
+            return;
+        };
         let _ = STACK.try_with(|s| {
             if let Ok(mut s) = s.try_borrow_mut() {
-                if let Some(r) = s.iter_mut().rev().find(|r| r.id == self.id) {
+                if let Some(r) = s.iter_mut().rev().find(|r| r.id == id) {
                     r.builder.set_tag(previous);
                 }
             }

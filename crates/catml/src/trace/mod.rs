@@ -57,7 +57,7 @@ mod tracing;
 mod value;
 mod vjp;
 
-pub use context::{is_tracing, with_tag};
+pub use context::{is_tracing, tag_scope, with_tag, TagScope};
 pub use error::{CallSite, OperandTypes, TraceError};
 pub use grad::{grad, value_and_grad, GradFn, ValueAndGradFn, ValueAndGrads};
 pub use grads::Grads;

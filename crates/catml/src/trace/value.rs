@@ -163,7 +163,6 @@ impl Value {
             let result = match r.builder.input(name, ty.clone(), InputKind::Param) {
                 Ok(var) => {
                     r.params.insert(name, initial.clone());
-                    r.n_values += 1;
                     Ok(Value::symbol(r.id, var, ty))
                 }
                 Err(crate::ir::BuildError::Duplicate(name)) => {
