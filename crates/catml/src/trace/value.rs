@@ -184,11 +184,13 @@ pub(crate) fn apply_at(location: CallSite, prim: Prim, operands: &[&Value]) -> V
     if let Some(e) = operands.iter().find_map(|v| v.error()) {
         return Value::failed(e.clone());
     }
-    let result = with_current(|r| match r {
-        Some(r) => record(r, location, &prim, operands),
-        None => eager(location, &prim, operands),
-    });
-    result.into()
+    // Eager kernels run outside the trace stack's borrow: a custom kernel may itself be
+    // written with values.
+    let recorded = with_current(|r| r.map(|r| record(r, location, &prim, operands)));
+    match recorded {
+        Some(result) => result.into(),
+        None => eager(location, &prim, operands).into(),
+    }
 }
 
 fn operand_types(operands: &[&Value]) -> OperandTypes {

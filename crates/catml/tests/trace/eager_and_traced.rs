@@ -212,6 +212,26 @@ fn a_custom_primitive_applies_eagerly_and_in_a_trace() {
 }
 
 #[test]
+fn a_custom_kernel_written_with_values_runs_eagerly() {
+    let soft: catml::ir::Prim = Arc::new(CustomPrimitive::new(
+        "tanh_twice",
+        |t| Ok(t[0].clone()),
+        |x| {
+            Value::from(x[0].clone())
+                .tanh()
+                .tanh()
+                .into_tensor()
+                .map_err(|e| catml::ir::KernelError::Unsupported(e.to_string()))
+        },
+    ));
+    let x = f64s(&[1], &[0.5]);
+    let y = Value::apply(soft, &[&Value::from(x)])
+        .into_tensor()
+        .unwrap();
+    assert_eq!(y.to_f64_vec(), vec![0.5f64.tanh().tanh()]);
+}
+
+#[test]
 fn a_trace_inside_a_traced_function_records_separately() {
     let outer = trace(&[ty(DType::F64, &[2])], |x| {
         let inner = trace(&[ty(DType::F64, &[2])], |y| y[0].exp()).unwrap();

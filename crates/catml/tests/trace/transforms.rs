@@ -289,3 +289,77 @@ fn a_tracing_error_surfaces_from_the_transformed_call() {
     assert!(matches!(e, TraceError::Type { .. }));
     assert_eq!(e.location().unwrap().file(), file!());
 }
+
+#[test]
+fn hvp_of_a_network_agrees_with_central_differences_of_its_gradient() {
+    let model = |x: &[Value]| smooth_loss(&x[0], &mut seeded(6));
+    let x = f64s(&[2, 2], &[0.4, -0.2, 0.7, 1.3]);
+    let mut h = hvp(model);
+    let mut g = grad(model);
+    let params = h.init(std::slice::from_ref(&x)).unwrap();
+    // The direction: every parameter and the input at once.
+    let v_x = f64s(&[2, 2], &[0.3, 1.0, -0.6, 0.2]);
+    let v_p: Params = params
+        .iter()
+        .enumerate()
+        .map(|(k, (name, t))| {
+            let data = (0..t.numel())
+                .map(|i| ((i + k) as f64 * 0.7).sin())
+                .collect();
+            (
+                name.to_string(),
+                Tensor::f64(t.dims().to_vec(), data).unwrap(),
+            )
+        })
+        .collect();
+    let r = h
+        .call(
+            &params,
+            std::slice::from_ref(&x),
+            std::slice::from_ref(&v_x),
+            &v_p,
+        )
+        .unwrap();
+
+    let mut shifted = |s: f64| {
+        let along = |a: &Tensor, d: &Tensor| {
+            let data = a
+                .to_f64_vec()
+                .iter()
+                .zip(d.to_f64_vec())
+                .map(|(a, d)| a + s * d)
+                .collect();
+            Tensor::f64(a.dims().to_vec(), data).unwrap()
+        };
+        let p: Params = params
+            .iter()
+            .map(|(n, t)| (n.to_string(), along(t, v_p.get(n).unwrap())))
+            .collect();
+        g.call(&p, &[along(&x, &v_x)]).unwrap()
+    };
+    let eps = 1e-5;
+    let (plus, minus) = (shifted(eps), shifted(-eps));
+    let fd = |a: &Tensor, b: &Tensor| {
+        let data = a
+            .to_f64_vec()
+            .iter()
+            .zip(b.to_f64_vec())
+            .map(|(a, b)| (a - b) / (2.0 * eps))
+            .collect();
+        Tensor::f64(a.dims().to_vec(), data).unwrap()
+    };
+    let fd_params: Params = plus
+        .params
+        .iter()
+        .map(|(n, t)| (n.to_string(), fd(t, minus.params.get(n).unwrap())))
+        .collect();
+    let err = max_param_diff(&r.hvp.params, &fd_params);
+    assert!(err < 1e-7, "parameters: max error {err}");
+    let fd_x = fd(
+        plus.inputs[0].as_ref().unwrap(),
+        minus.inputs[0].as_ref().unwrap(),
+    );
+    let err_x = r.hvp.inputs[0].as_ref().unwrap().max_abs_diff(&fd_x);
+    assert!(err_x < 1e-7, "input: max error {err_x}");
+    assert_eq!(h.trace_count(), 1);
+}
