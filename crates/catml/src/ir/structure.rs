@@ -10,22 +10,27 @@ use super::{InputKind, Program, Var};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StructuralDifference {
+    /// The programs have different numbers of inputs.
     #[error("input counts differ: {left} vs {right}")]
     InputCount { left: usize, right: usize },
+    /// An input differs in type or kind (data or parameter).
     #[error("input {index}: {left} vs {right}")]
     Input {
         index: usize,
         left: String,
         right: String,
     },
+    /// The programs have different numbers of nodes.
     #[error("node counts differ: {left} vs {right}")]
     NodeCount { left: usize, right: usize },
+    /// A node applies another primitive.
     #[error("node {index}: op `{left}` vs `{right}`")]
     Op {
         index: usize,
         left: String,
         right: String,
     },
+    /// A node's primitive has other attributes.
     #[error("node {index} ({op}): attributes {left} vs {right}")]
     Attrs {
         index: usize,
@@ -33,6 +38,7 @@ pub enum StructuralDifference {
         left: String,
         right: String,
     },
+    /// A node reads other values.
     #[error("node {index} ({op}): operands ({left}) vs ({right})")]
     Operands {
         index: usize,
@@ -40,6 +46,7 @@ pub enum StructuralDifference {
         left: String,
         right: String,
     },
+    /// The outputs are other values.
     #[error("outputs differ: ({left}) vs ({right})")]
     Outputs { left: String, right: String },
 }

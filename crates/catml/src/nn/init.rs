@@ -21,9 +21,17 @@ pub enum Init {
     /// Every element `c`.
     Constant(f64),
     /// U(low, high).
-    Uniform { low: f64, high: f64 },
+    Uniform {
+        /// The smallest value (included).
+        low: f64,
+        /// The bound (excluded).
+        high: f64,
+    },
     /// N(0, std²).
-    Normal { std: f64 },
+    Normal {
+        /// The standard deviation.
+        std: f64,
+    },
     /// Glorot (Xavier) uniform: U(-a, a) with a = √(6 / (fan_in + fan_out)).
     Glorot,
     /// He (Kaiming) normal: N(0, 2 / fan_in), for layers followed by ReLU.

@@ -11,8 +11,11 @@ use crate::trace::{tag_scope, Value};
 /// (batch, in). Weights start from `weight`, biases from `bias`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Linear {
+    /// Output features: W is (out, in), b is (out).
     pub out: usize,
+    /// How W starts.
     pub weight: Init,
+    /// How b starts.
     pub bias: Init,
 }
 
@@ -26,10 +29,12 @@ impl Linear {
         }
     }
 
+    /// The same layer with weights drawn from `weight`.
     pub fn weight_init(self, weight: Init) -> Linear {
         Linear { weight, ..self }
     }
 
+    /// The same layer with biases drawn from `bias`.
     pub fn bias_init(self, bias: Init) -> Linear {
         Linear { bias, ..self }
     }

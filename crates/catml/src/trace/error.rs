@@ -35,6 +35,7 @@ impl fmt::Display for OperandTypes {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TraceError {
+    /// A primitive's type rule refused the operands.
     #[error("{location}: {op}{operands}: {source}")]
     Type {
         location: CallSite,
@@ -42,6 +43,7 @@ pub enum TraceError {
         operands: OperandTypes,
         source: TypeError,
     },
+    /// A kernel refused its inputs (outside the admissible domain, unsupported dtype).
     #[error("{location}: {op}{operands}: {source}")]
     Kernel {
         location: CallSite,
@@ -49,6 +51,7 @@ pub enum TraceError {
         operands: OperandTypes,
         source: KernelError,
     },
+    /// An eager operation produced NaN or infinity.
     #[error(
         "{location}: {op}{operands} produced {count} non-finite values (first at element {first})"
     )]
@@ -59,23 +62,29 @@ pub enum TraceError {
         count: usize,
         first: usize,
     },
+    /// A traced value was used outside the trace that made it.
     #[error("{location}: {op}: operand {index} belongs to another trace or to one that has ended; a traced value cannot leave the trace that made it")]
     ForeignValue {
         location: CallSite,
         op: String,
         index: usize,
     },
+    /// The data of a traced value was asked for.
     #[error("{location}: a traced value has no data outside its trace: evaluate the traced program instead")]
     Symbolic { location: CallSite },
+    /// One trace declared one parameter name twice.
     #[error("{location}: parameter `{name}` is declared twice in one trace")]
     DuplicateParam { location: CallSite, name: String },
+    /// The program could not be built (an invalid input type, a duplicate input name).
     #[error("{location}: {source}")]
     Build {
         location: CallSite,
         source: BuildError,
     },
+    /// The traced function returned nothing.
     #[error("{location}: the traced function returned no outputs")]
     NoOutputs { location: CallSite },
+    /// `grad` or `hvp` of a function whose output is not one float element.
     #[error(
         "{location}: {what} needs one single-element float output, the function returns {outputs}"
     )]
@@ -84,20 +93,24 @@ pub enum TraceError {
         what: &'static str,
         outputs: OperandTypes,
     },
+    /// A parameter of the traced program is missing from the store.
     #[error("missing parameter `{name}` ({ty}): the traced program declares it")]
     MissingParam { name: String, ty: TensorType },
+    /// A parameter in the store has another type than the program declares.
     #[error("parameter `{name}` has type {found}, the traced program declares {expected}")]
     ParamType {
         name: String,
         expected: TensorType,
         found: TensorType,
     },
+    /// Too many or too few inputs, cotangents or tangents.
     #[error("expected {expected} {what}s, found {found}")]
     Count {
         what: &'static str,
         expected: usize,
         found: usize,
     },
+    /// A cotangent or tangent has the wrong type.
     #[error("{what} {index} has type {found}, expected {expected}")]
     SeedType {
         what: &'static str,
@@ -105,8 +118,10 @@ pub enum TraceError {
         expected: TensorType,
         found: TensorType,
     },
+    /// The derivative program could not be made.
     #[error("differentiating the traced program: {0}")]
     Ad(#[from] AdError),
+    /// Evaluating a traced or transformed program failed.
     #[error("evaluating the traced program: {0}")]
     Eval(#[from] EvalError),
 }

@@ -14,7 +14,9 @@ use crate::tensor::{Params, Tensor, TensorType};
 /// A function's value and its gradients.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValueAndGrads {
+    /// f at the given parameters and inputs.
     pub value: Tensor,
+    /// ∇f, by input, parameter name and tag.
     pub grads: Grads,
 }
 

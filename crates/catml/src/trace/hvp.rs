@@ -18,6 +18,7 @@ use crate::tensor::{Params, Tensor, TensorType};
 /// The value, the gradient, and the Hessian applied to a direction.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HvpOutput {
+    /// f at the given parameters and inputs.
     pub value: Tensor,
     /// ∇f, by input.
     pub grads: Grads,

@@ -14,6 +14,7 @@ use crate::tensor::{Params, Tensor, TensorType};
 /// A function's outputs and their tangents.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JvpOutput {
+    /// The function's outputs, in order.
     pub outputs: Vec<Tensor>,
     /// One per output occurrence.
     pub tangents: Vec<Tensor>,

@@ -25,6 +25,7 @@ impl Value {
         apply_at(Location::caller(), Arc::new(MatMul::default()), &[self, y])
     }
 
+    /// e^x, elementwise.
     #[track_caller]
     pub fn exp(&self) -> Value {
         self.unary_at(Location::caller(), Arc::new(Exp))
@@ -36,6 +37,7 @@ impl Value {
         self.unary_at(Location::caller(), Arc::new(Log))
     }
 
+    /// tanh x, elementwise.
     #[track_caller]
     pub fn tanh(&self) -> Value {
         self.unary_at(Location::caller(), Arc::new(Tanh))

@@ -14,7 +14,9 @@ use crate::tensor::{Params, Tensor, TensorType};
 /// function declared (one entry per parameter input of the program, by name).
 #[derive(Debug, Clone)]
 pub struct Traced {
+    /// What the function did: data inputs first, then parameters, in declaration order.
     pub program: Program,
+    /// Each parameter's initial value, by name.
     pub params: Params,
 }
 

@@ -14,7 +14,9 @@ use crate::tensor::{Params, Tensor, TensorType};
 /// A function's outputs and the cotangents of its inputs and parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VjpOutput {
+    /// The function's outputs, in order.
     pub outputs: Vec<Tensor>,
+    /// The cotangent of every input and parameter, by input, name and tag.
     pub cotangents: Grads,
 }
 
