@@ -210,6 +210,7 @@ pub fn run(command: Command) -> Result<String> {
                 "residual_bytes": v.residual_bytes(),
             })))
         }
+        Command::Dot { module, grad } => crate::dot::run(&module, grad),
         Command::Jvp {
             module,
             inputs,

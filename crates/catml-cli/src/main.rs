@@ -4,6 +4,7 @@
 //! line to stderr, writes nothing to stdout and exits 1.
 
 mod commands;
+mod dot;
 mod io;
 
 use std::path::PathBuf;
@@ -65,6 +66,13 @@ enum Command {
         /// JSON array with one tensor per output occurrence (default: all ones)
         #[arg(long)]
         cotangents: Option<PathBuf>,
+    },
+    /// Graphviz DOT of a module (with --grad, its reverse-mode program beside it)
+    Dot {
+        module: PathBuf,
+        /// Draw the VJP program beside the module
+        #[arg(long)]
+        grad: bool,
     },
     /// Outputs and their tangents (forward mode)
     Jvp {
