@@ -98,7 +98,12 @@ fn a_chain_of_100k_nodes_goes_through_every_pass() {
         Tensor::f64([4], a.to_vec()).unwrap(),
     ];
     let values = timed("eval", budget, || interp::eval(&back, &args).unwrap());
-    assert_eq!(values[0].to_f64_vec(), reference(x, m, a));
+    // The tanh kernel is accurate to a few ulps, not bit-identical with libm's; the chain is
+    // contracting (tanh of values times |m| <= 2), so per-step differences do not grow.
+    let want = reference(x, m, a);
+    for (got, want) in values[0].to_f64_vec().iter().zip(&want) {
+        assert!((got - want).abs() <= 1e-13, "{got} vs {want}");
+    }
 
     let types = timed("shape", budget, || {
         interp::shape(&p, &p.input_types()).unwrap()
