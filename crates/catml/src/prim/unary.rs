@@ -6,8 +6,8 @@ use std::sync::Arc;
 use num_traits::{One, Zero};
 
 use super::dispatch::{
-    check_domain_of, eval_float, eval_ring_rational, map_in_place, or_eval, unary_float, FloatKernel,
-    FloatMapInPlace, RingKernel,
+    check_domain_of, eval_float, eval_ring_rational, map_in_place, or_eval, unary_float,
+    FloatKernel, FloatMapInPlace, RingKernel,
 };
 use super::Ops;
 use crate::ir::{Builder, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError, Var};

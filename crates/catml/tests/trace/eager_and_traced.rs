@@ -228,7 +228,8 @@ fn a_custom_kernel_written_with_values_runs_eagerly() {
     let y = Value::apply(soft, &[&Value::from(x)])
         .into_tensor()
         .unwrap();
-    assert_eq!(y.to_f64_vec(), vec![0.5f64.tanh().tanh()]);
+    // The tanh kernel agrees with libm's to a few ulps.
+    assert!((y.to_f64_vec()[0] - 0.5f64.tanh().tanh()).abs() < 1e-15);
 }
 
 #[test]
