@@ -36,23 +36,43 @@ pub fn zip_copy<T: Float>(a: &Array<T>, b: &Array<T>, f: impl Fn(T, T) -> T) -> 
     Array::from_parts(a.shape().clone(), data)
 }
 
-/// Visits every multi-index of `dims` in row-major order, passing the two offsets obtained from
-/// two stride vectors. The innermost dimension is a plain loop.
-fn for_each_offset(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut(usize, usize)) {
-    let rank = dims.len();
-    if rank == 0 {
-        f(0, 0);
-        return;
+/// Merges adjacent dimensions that both stride vectors traverse as one run (and drops unit
+/// dimensions), so the innermost loop is as long as possible: dims i and i + 1 merge when
+/// s[i] = s[i + 1] · dims[i + 1] for both stride vectors. Never empty.
+fn coalesce(dims: &[usize], sa: &[usize], sb: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let (mut d, mut a, mut b): (Vec<usize>, Vec<usize>, Vec<usize>) = (vec![], vec![], vec![]);
+    for i in 0..dims.len() {
+        if dims[i] == 1 {
+            continue;
+        }
+        if let (Some(ld), Some(la), Some(lb)) = (d.last_mut(), a.last_mut(), b.last_mut()) {
+            if *la == sa[i] * dims[i] && *lb == sb[i] * dims[i] {
+                *ld *= dims[i];
+                *la = sa[i];
+                *lb = sb[i];
+                continue;
+            }
+        }
+        d.push(dims[i]);
+        a.push(sa[i]);
+        b.push(sb[i]);
     }
-    let (inner, inner_a, inner_b) = (dims[rank - 1], sa[rank - 1], sb[rank - 1]);
-    let mut idx = vec![0usize; rank - 1];
+    if d.is_empty() {
+        return (vec![1], vec![0], vec![0]);
+    }
+    (d, a, b)
+}
+
+/// Visits the rows (all but the last, innermost dimension) of `dims` in row-major order,
+/// passing the two offsets of each row's start under two stride vectors. `dims` is not empty.
+fn for_each_row(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut(usize, usize)) {
+    let outer = dims.len() - 1;
+    let mut idx = vec![0usize; outer];
     let (mut oa, mut ob) = (0usize, 0usize);
     loop {
-        for i in 0..inner {
-            f(oa + i * inner_a, ob + i * inner_b);
-        }
+        f(oa, ob);
         // Odometer step over the outer dimensions.
-        let mut d = rank - 1;
+        let mut d = outer;
         loop {
             if d == 0 {
                 return;
@@ -77,7 +97,13 @@ pub fn strided_copy<T: Element>(src: &[T], dims: &[usize], strides: &[usize]) ->
     let n: usize = dims.iter().product();
     let mut out = Vec::with_capacity(n);
     let unit = Shape::new(dims.to_vec()).strides();
-    for_each_offset(dims, strides, &unit, |o, _| out.push(src[o].clone()));
+    let (d, s, _) = coalesce(dims, strides, &unit);
+    let (inner, step) = (d[d.len() - 1], s[s.len() - 1]);
+    for_each_row(&d, &s, &s, |o, _| match step {
+        1 => out.extend_from_slice(&src[o..o + inner]),
+        0 => out.extend(std::iter::repeat_n(src[o].clone(), inner)),
+        _ => out.extend((0..inner).map(|i| src[o + i * step].clone())),
+    });
     out
 }
 
@@ -128,8 +154,25 @@ pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
     let mut out = vec![T::zero(); out_shape.numel()];
     let unit = a.shape().strides();
     let src = a.data();
-    for_each_offset(dims, &strides, &unit, |o, i| {
-        out[o] = out[o].clone() + src[i].clone();
+    // After coalescing, each row is a contiguous input run that either sums into one output
+    // (a reduced innermost axis) or adds onto a contiguous output run; the order of additions
+    // per output is row-major, as element by element.
+    let (d, so, si) = coalesce(dims, &strides, &unit);
+    let (inner, step) = (d[d.len() - 1], so[so.len() - 1]);
+    debug_assert!(step <= 1 && si[si.len() - 1] == 1);
+    for_each_row(&d, &so, &si, |o, i| {
+        let run = &src[i..i + inner];
+        if step == 0 {
+            let mut acc = out[o].clone();
+            for v in run {
+                acc = acc + v.clone();
+            }
+            out[o] = acc;
+        } else {
+            for (y, v) in out[o..o + inner].iter_mut().zip(run) {
+                *y = y.clone() + v.clone();
+            }
+        }
     });
     Array::from_parts(out_shape, out)
 }
@@ -361,6 +404,37 @@ mod tests {
         assert_eq!(sum_axes(&a, &[0]).data(), &[5., 7., 9.]);
         assert_eq!(sum_axes(&a, &[1]).data(), &[6., 15.]);
         assert_eq!(sum_axes(&a, &[0, 1]).data(), &[21.]);
+    }
+
+    #[test]
+    fn sums_and_copies_over_mixed_axes_match_element_loops() {
+        let a = arr(
+            &[2, 3, 1, 4],
+            &(0..24).map(|x| x as f64).collect::<Vec<_>>(),
+        );
+        let at = |i: usize, j: usize, l: usize| a.data()[(i * 3 + j) * 4 + l];
+        let s = sum_axes(&a, &[0, 3]);
+        let expected: Vec<f64> = (0..3)
+            .map(|j| {
+                (0..2)
+                    .flat_map(|i| (0..4).map(move |l| (i, l)))
+                    .map(|(i, l)| at(i, j, l))
+                    .sum()
+            })
+            .collect();
+        assert_eq!(s.dims(), &[3, 1]);
+        assert_eq!(s.data(), &expected[..]);
+        assert_eq!(sum_axes(&a, &[1]).data()[..4], [12., 15., 18., 21.]);
+        let p = permute(&a, &[3, 0, 2, 1]);
+        for l in 0..4 {
+            for i in 0..2 {
+                for j in 0..3 {
+                    assert_eq!(p.data()[(l * 2 + i) * 3 + j], at(i, j, l));
+                }
+            }
+        }
+        let b = broadcast(&arr(&[], &[7.]), &Shape::new(vec![2, 3]), &[]);
+        assert_eq!(b.data(), &[7.; 6]);
     }
 
     #[test]
