@@ -18,7 +18,10 @@ use catml::tensor::{rational_to_f64, Array, DType, RArray, Rational, Tensor, Ten
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use cases::{conv_case, conv_transpose_cases, pool_cases};
+use cases::{
+    all_attribute_conv_cases, conv_case, conv_transpose_cases, fixed_pool_cases, pool_cases,
+    transposes_of,
+};
 use support::{
     check_adjoint, check_against_lowering, check_finite_differences, f64_type, run, Case,
 };
@@ -32,6 +35,10 @@ fn rng(seed: u64) -> ChaCha8Rng {
 /// Convolutions and their transposes over random attributes, both ranks, with and without bias.
 fn conv_family(rng: &mut ChaCha8Rng, per_rank: usize) -> Vec<Case> {
     let mut out = Vec::new();
+    for (spec, case) in all_attribute_conv_cases() {
+        out.extend(transposes_of(spec, &case));
+        out.push(case);
+    }
     for rank in [1, 2] {
         for i in 0..per_rank {
             out.push(conv_case(rng, rank, i % 2 == 0).1);
@@ -69,6 +76,9 @@ fn conv_jvp_matches_finite_differences() {
 #[test]
 fn pool_kernels_match_their_lowerings() {
     let mut r = rng(4);
+    for (case, nonsmooth) in fixed_pool_cases() {
+        check_against_lowering(&case, &mut r, nonsmooth, TOL);
+    }
     for _ in 0..10 {
         for (case, nonsmooth) in pool_cases(&mut r) {
             check_against_lowering(&case, &mut r, nonsmooth, TOL);
@@ -79,6 +89,9 @@ fn pool_kernels_match_their_lowerings() {
 #[test]
 fn pool_jvp_and_vjp_are_adjoint() {
     let mut r = rng(5);
+    for (case, _) in fixed_pool_cases() {
+        check_adjoint(&case, &mut r, TOL);
+    }
     for _ in 0..10 {
         for (case, _) in pool_cases(&mut r) {
             check_adjoint(&case, &mut r, TOL);

@@ -63,10 +63,39 @@ pub fn conv_case(rng: &mut ChaCha8Rng, rank: usize, bias: bool) -> (ConvSpec, Ca
     (spec, Case::new(Arc::new(Conv { spec }), inputs, label))
 }
 
-/// The two transposes of a random convolution, as cases of their own.
-pub fn conv_transpose_cases(rng: &mut ChaCha8Rng, rank: usize) -> [Case; 2] {
-    let (spec, conv) = conv_case(rng, rank, false);
-    let (x, w) = (conv.inputs[0].clone(), conv.inputs[1].clone());
+/// Fixed cases using every attribute at once: batch 2, 3 groups, stride, dilation, uneven
+/// padding and a non-square kernel (2-D), and their 1-D counterpart.
+pub fn all_attribute_conv_cases() -> Vec<(ConvSpec, Case)> {
+    let spec2: ConvSpec = Conv2dAttrs {
+        stride: [2, 3],
+        padding: [[1, 2], [0, 1]],
+        dilation: [2, 1],
+        groups: 3,
+    }
+    .into();
+    let spec1: ConvSpec = Conv1dAttrs {
+        stride: 2,
+        padding: [2, 1],
+        dilation: 2,
+        groups: 2,
+    }
+    .into();
+    let case = |spec: ConvSpec, x: &[usize], w: &[usize]| {
+        let inputs = vec![f64_type(x), f64_type(w), f64_type(&[w[0]])];
+        let label = format!("fixed conv x{x:?} w{w:?} {spec:?}");
+        (spec, Case::new(Arc::new(Conv { spec }), inputs, label))
+    };
+    vec![
+        case(spec2, &[2, 6, 7, 8], &[6, 2, 3, 2]),
+        case(spec1, &[2, 4, 9], &[6, 2, 3]),
+    ]
+}
+
+/// The two transposes of a convolution case.
+pub fn transposes_of(spec: ConvSpec, conv: &Case) -> [Case; 2] {
+    let rank = spec.rank;
+    let x = conv.inputs[0].clone();
+    let w = conv.inputs[1].clone();
     let y = conv.kernel_program().output_types()[0].clone();
     let size = |d: &[usize]| if rank == 1 { [1, d[2]] } else { [d[2], d[3]] };
     let input_grad = ConvInputGrad::new(spec, size(x.dims()));
@@ -83,6 +112,12 @@ pub fn conv_transpose_cases(rng: &mut ChaCha8Rng, rank: usize) -> [Case; 2] {
             format!("weight grad of {}", conv.label),
         ),
     ]
+}
+
+/// The two transposes of a random convolution, as cases of their own.
+pub fn conv_transpose_cases(rng: &mut ChaCha8Rng, rank: usize) -> [Case; 2] {
+    let (spec, conv) = conv_case(rng, rank, false);
+    transposes_of(spec, &conv)
 }
 
 /// Random pooling attributes and input dims (N, C, H, W). For max pooling the padding stays
@@ -113,11 +148,33 @@ fn pooled(attrs: Pool2dAttrs, x: &TensorType) -> TensorType {
 /// two helpers.
 pub fn pool_cases(rng: &mut ChaCha8Rng) -> Vec<(Case, bool)> {
     let (attrs, dims) = pool_attrs(rng, false);
-    let x = f64_type(&dims);
+    let (mattrs, mdims) = pool_attrs(rng, true);
+    pool_cases_for(attrs, &dims, mattrs, &mdims)
+}
+
+/// Fixed pooling cases with a non-square kernel, unequal strides and uneven padding, batch 2.
+pub fn fixed_pool_cases() -> Vec<(Case, bool)> {
+    let attrs = Pool2dAttrs::new([3, 2])
+        .stride([2, 1])
+        .padding([[1, 0], [1, 1]]);
+    let mattrs = Pool2dAttrs::new([3, 2])
+        .stride([2, 1])
+        .padding([[2, 0], [0, 1]]);
+    pool_cases_for(attrs, &[2, 3, 6, 5], mattrs, &[2, 2, 5, 6])
+}
+
+/// Sum, its transpose and average pooling with `attrs` over `dims`; max pooling and its two
+/// helpers with `mattrs` over `mdims`.
+fn pool_cases_for(
+    attrs: Pool2dAttrs,
+    dims: &[usize],
+    mattrs: Pool2dAttrs,
+    mdims: &[usize],
+) -> Vec<(Case, bool)> {
+    let x = f64_type(dims);
     let u = pooled(attrs, &x);
     let input_size = [dims[2], dims[3]];
-    let (mattrs, mdims) = pool_attrs(rng, true);
-    let mx = f64_type(&mdims);
+    let mx = f64_type(mdims);
     let mu = pooled(mattrs, &mx);
     let tag = |name: &str, a: &Pool2dAttrs, d: &[usize]| format!("{name} x{d:?} {a:?}");
     vec![
@@ -125,7 +182,7 @@ pub fn pool_cases(rng: &mut ChaCha8Rng) -> Vec<(Case, bool)> {
             Case::new(
                 Arc::new(SumPool2d { attrs }),
                 vec![x.clone()],
-                tag("sum_pool2d", &attrs, &dims),
+                tag("sum_pool2d", &attrs, dims),
             ),
             false,
         ),
@@ -133,7 +190,7 @@ pub fn pool_cases(rng: &mut ChaCha8Rng) -> Vec<(Case, bool)> {
             Case::new(
                 Arc::new(SumPool2dTranspose { attrs, input_size }),
                 vec![u],
-                tag("sum_pool2d_transpose", &attrs, &dims),
+                tag("sum_pool2d_transpose", &attrs, dims),
             ),
             false,
         ),
@@ -141,7 +198,7 @@ pub fn pool_cases(rng: &mut ChaCha8Rng) -> Vec<(Case, bool)> {
             Case::new(
                 Arc::new(AvgPool2d { attrs }),
                 vec![x],
-                tag("avg_pool2d", &attrs, &dims),
+                tag("avg_pool2d", &attrs, dims),
             ),
             false,
         ),
@@ -149,7 +206,7 @@ pub fn pool_cases(rng: &mut ChaCha8Rng) -> Vec<(Case, bool)> {
             Case::new(
                 Arc::new(MaxPool2d { attrs: mattrs }),
                 vec![mx.clone()],
-                tag("max_pool2d", &mattrs, &mdims),
+                tag("max_pool2d", &mattrs, mdims),
             ),
             true,
         ),
@@ -157,7 +214,7 @@ pub fn pool_cases(rng: &mut ChaCha8Rng) -> Vec<(Case, bool)> {
             Case::new(
                 Arc::new(MaxPool2dSelect { attrs: mattrs }),
                 vec![mx.clone(), mx.clone()],
-                tag("max_pool2d_select", &mattrs, &mdims),
+                tag("max_pool2d_select", &mattrs, mdims),
             ),
             true,
         ),
@@ -165,7 +222,7 @@ pub fn pool_cases(rng: &mut ChaCha8Rng) -> Vec<(Case, bool)> {
             Case::new(
                 Arc::new(MaxPool2dScatter { attrs: mattrs }),
                 vec![mx.clone(), mu],
-                tag("max_pool2d_scatter", &mattrs, &mdims),
+                tag("max_pool2d_scatter", &mattrs, mdims),
             ),
             true,
         ),
