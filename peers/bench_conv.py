@@ -17,6 +17,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 
 import common
 
@@ -100,6 +101,15 @@ NUMPY = {"forward": forward_np, "value_and_grad": value_and_grad_np}
 # ---------------------------------------------------------------- runs
 
 
+def measure_with_cpu(call, budget, samples):
+    """bench.measure, plus process CPU seconds (all threads) per call over every call made:
+    on a shared machine CPU time moves much less than wall time."""
+    c0 = time.process_time()
+    secs, inner = measure(call, budget, samples)
+    calls = 4 + samples * inner  # measure's 3 warm-ups and 1 probe, then the samples
+    return secs, inner, (time.process_time() - c0) / calls
+
+
 def run_peers(budget, samples):
     args = inputs()
     jargs = [jax.device_put(a) for a in args]
@@ -113,12 +123,12 @@ def run_peers(budget, samples):
             ("jax_jit", lambda: jax.block_until_ready(jfn(*jargs))),
             ("numpy", lambda: npfn(*args)),
         ):
-            secs, inner = measure(call, budget, samples)
+            secs, inner, cpu = measure_with_cpu(call, budget, samples)
             records.append(dict(workload=WORKLOAD, size=SIZE, dtype=DTYPE, mode=mode,
-                                library=library, seconds=secs, samples=samples,
-                                inner_loops=inner))
-            print(f"  {WORKLOAD} {SIZE} {DTYPE} {mode:15} {library:8} {fmt_time(secs)}",
-                  file=sys.stderr)
+                                library=library, seconds=secs, cpu_seconds=cpu,
+                                samples=samples, inner_loops=inner))
+            print(f"  {WORKLOAD} {SIZE} {DTYPE} {mode:15} {library:8} {fmt_time(secs)}"
+                  f" (cpu {fmt_time(cpu)})", file=sys.stderr)
     return records
 
 
@@ -155,17 +165,25 @@ def report(machine, peers, catml, catml_error):
           f"jax {machine['jax']} (jaxlib {machine['jaxlib']}), CPU backend")
     print(f"- BLAS (NumPy): {machine['blas']}")
     print(f"- date: {machine['date']}")
-    print("- times are the median seconds per call; JAX compile time excluded")
+    print("- times are the median wall seconds per call; JAX compile time excluded")
     print("- ratios = peer time / CatML time, so > 1 means CatML is faster")
     if catml_error:
         print(f"- CatML timings unavailable: {catml_error}")
     print()
+    table(peers, catml, "seconds")
+    print()
+    print("CPU time per call (user + system, all threads):")
+    print()
+    table(peers, catml, "cpu_seconds")
+
+
+def table(peers, catml, field):
     rows = {}
     key = lambda r: (r["workload"], r["size"], r["dtype"], r["mode"])  # noqa: E731
     for r in peers:
-        rows.setdefault(key(r), {})[r["library"]] = r["seconds"]
+        rows.setdefault(key(r), {})[r["library"]] = r.get(field)
     for r in catml:
-        rows.setdefault(key(r), {})["catml"] = r["seconds"]
+        rows.setdefault(key(r), {})["catml"] = r.get(field)
     print("| workload | size | dtype | mode | CatML | JAX jit | NumPy | JAX/CatML | NumPy/CatML |")
     print("|---|---|---|---|--:|--:|--:|--:|--:|")
     for (workload, size, dtype, mode), t in rows.items():

@@ -4,7 +4,8 @@
 //! {"workload": "conv2d", "size": "32x3x32x32/16x3x3", "dtype": "f32", "mode": "forward", "seconds": ..}
 //!
 //! Each measurement is the median of 15 samples; a sample loops the call so that all samples
-//! take about 1.5 s, as the peers' timings do.
+//! take about 1.5 s, as the peers' timings do. `cpu_seconds` is the process CPU time (all
+//! threads) per call over the whole measurement, or null where /proc is unavailable.
 
 use std::time::Instant;
 
@@ -46,8 +47,20 @@ fn values(p: &Program) -> Vec<Tensor> {
         .collect()
 }
 
-/// Median seconds per call.
-fn measure(mut call: impl FnMut()) -> f64 {
+/// User + system CPU seconds of this process (all threads) from /proc/self/stat, if readable.
+/// On a shared machine this moves much less than wall time.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0) // USER_HZ is 100 on Linux
+}
+
+/// Median wall seconds per call, and CPU seconds per call over every call made.
+fn measure(mut call: impl FnMut()) -> (f64, Option<f64>) {
+    let cpu0 = cpu_seconds();
     for _ in 0..3 {
         call();
     }
@@ -64,15 +77,17 @@ fn measure(mut call: impl FnMut()) -> f64 {
             t0.elapsed().as_secs_f64() / inner as f64
         })
         .collect();
+    let calls = (4 + SAMPLES * inner) as f64;
+    let cpu = cpu0.zip(cpu_seconds()).map(|(a, b)| (b - a) / calls);
     times.sort_by(f64::total_cmp);
-    times[SAMPLES / 2]
+    (times[SAMPLES / 2], cpu)
 }
 
 fn main() {
     let (forward, grad) = programs();
     let (xf, xg) = (values(&forward), values(&grad));
     for (mode, p, x) in [("forward", &forward, &xf), ("value_and_grad", &grad, &xg)] {
-        let seconds = measure(|| {
+        let (seconds, cpu_seconds) = measure(|| {
             eval(p, x).unwrap();
         });
         println!(
@@ -83,6 +98,7 @@ fn main() {
                 "dtype": "f32",
                 "mode": mode,
                 "seconds": seconds,
+                "cpu_seconds": cpu_seconds,
             })
         );
     }
