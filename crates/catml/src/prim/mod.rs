@@ -2,9 +2,15 @@
 //! side by side in its family's file, and the registry of built-in names.
 
 mod arith;
+mod avg_pool;
 mod broadcast;
 mod concat;
 mod constant;
+mod conv;
+mod conv_grad;
+mod conv_kernel;
+mod conv_lower;
+mod conv_spec;
 mod convert;
 mod custom;
 pub mod dispatch;
@@ -12,24 +18,39 @@ mod gather;
 mod layout;
 mod linear;
 mod matmul;
+mod max_pool;
+mod max_pool_lower;
+mod pool_kernel;
+mod pool_lower;
+mod pool_spec;
 mod reduce;
 mod stop_gradient;
+mod sum_pool;
 mod unary;
+mod window;
+mod window_lower;
 
 use std::sync::{Arc, OnceLock};
 
 pub use arith::{sum_terms, Add, Mul, Neg, Sub};
+pub use avg_pool::AvgPool2d;
 pub use broadcast::{Broadcast, BroadcastRows};
 pub use concat::Concat;
 pub use constant::Constant;
+pub use conv::Conv;
+pub use conv_grad::{ConvInputGrad, ConvWeightGrad};
+pub use conv_spec::{Conv1dAttrs, Conv2dAttrs, ConvSpec};
 pub use convert::Convert;
 pub use custom::CustomPrimitive;
 pub use gather::{Gather, ScatterAdd};
 pub use layout::{Permute, Reshape};
 pub use linear::Linear;
 pub use matmul::MatMul;
+pub use max_pool::{MaxPool2d, MaxPool2dScatter, MaxPool2dSelect};
+pub use pool_spec::Pool2dAttrs;
 pub use reduce::Sum;
 pub use stop_gradient::StopGradient;
+pub use sum_pool::{SumPool2d, SumPool2dTranspose};
 pub use unary::{Exp, Log, Reciprocal, Relu, Rsqrt, Sigmoid, Step, Tanh};
 
 use crate::ir::{AttrReader, Attrs, Builder, Prim, Registry, TypeError, Var};
@@ -58,6 +79,10 @@ pub fn registry() -> Registry {
     convert::register(&mut r);
     linear::register(&mut r);
     stop_gradient::register(&mut r);
+    conv::register(&mut r);
+    sum_pool::register(&mut r);
+    avg_pool::register(&mut r);
+    max_pool::register(&mut r);
     r
 }
 
@@ -157,6 +182,41 @@ pub trait Ops {
     }
     fn linear(&mut self, x: Var, w: Var, b: Var) -> Result<Var, TypeError> {
         self.op(Arc::new(Linear), &[x, w, b])
+    }
+    /// 1-D convolution of x (N, C, W) with w (O, C/groups, K), plus an optional bias (O).
+    fn conv1d(
+        &mut self,
+        x: Var,
+        w: Var,
+        bias: Option<Var>,
+        attrs: Conv1dAttrs,
+    ) -> Result<Var, TypeError> {
+        let operands: Vec<Var> = [x, w].into_iter().chain(bias).collect();
+        self.op(Arc::new(Conv::conv1d(attrs)), &operands)
+    }
+    /// 2-D convolution of x (N, C, H, W) with w (O, C/groups, kH, kW), plus an optional bias (O).
+    fn conv2d(
+        &mut self,
+        x: Var,
+        w: Var,
+        bias: Option<Var>,
+        attrs: Conv2dAttrs,
+    ) -> Result<Var, TypeError> {
+        let operands: Vec<Var> = [x, w].into_iter().chain(bias).collect();
+        self.op(Arc::new(Conv::conv2d(attrs)), &operands)
+    }
+    /// Sum over each window of x (N, C, H, W).
+    fn sum_pool2d(&mut self, x: Var, attrs: Pool2dAttrs) -> Result<Var, TypeError> {
+        self.op(Arc::new(SumPool2d { attrs }), &[x])
+    }
+    /// Mean over each window of x (N, C, H, W), dividing by kH·kW (padding counts as zeros).
+    fn avg_pool2d(&mut self, x: Var, attrs: Pool2dAttrs) -> Result<Var, TypeError> {
+        self.op(Arc::new(AvgPool2d { attrs }), &[x])
+    }
+    /// Maximum over each window of x (N, C, H, W); ties send the derivative to the first
+    /// maximal element in row-major window order.
+    fn max_pool2d(&mut self, x: Var, attrs: Pool2dAttrs) -> Result<Var, TypeError> {
+        self.op(Arc::new(MaxPool2d { attrs }), &[x])
     }
     fn stop_gradient(&mut self, x: Var) -> Result<Var, TypeError> {
         self.op(Arc::new(StopGradient), &[x])

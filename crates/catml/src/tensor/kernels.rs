@@ -36,23 +36,43 @@ pub fn zip_copy<T: Float>(a: &Array<T>, b: &Array<T>, f: impl Fn(T, T) -> T) -> 
     Array::from_parts(a.shape().clone(), data)
 }
 
-/// Visits every multi-index of `dims` in row-major order, passing the two offsets obtained from
-/// two stride vectors. The innermost dimension is a plain loop.
-fn for_each_offset(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut(usize, usize)) {
-    let rank = dims.len();
-    if rank == 0 {
-        f(0, 0);
-        return;
+/// Merges adjacent dimensions that both stride vectors traverse as one run (and drops unit
+/// dimensions), so the innermost loop is as long as possible: dims i and i + 1 merge when
+/// s[i] = s[i + 1] · dims[i + 1] for both stride vectors. Never empty.
+fn coalesce(dims: &[usize], sa: &[usize], sb: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let (mut d, mut a, mut b): (Vec<usize>, Vec<usize>, Vec<usize>) = (vec![], vec![], vec![]);
+    for i in 0..dims.len() {
+        if dims[i] == 1 {
+            continue;
+        }
+        if let (Some(ld), Some(la), Some(lb)) = (d.last_mut(), a.last_mut(), b.last_mut()) {
+            if *la == sa[i] * dims[i] && *lb == sb[i] * dims[i] {
+                *ld *= dims[i];
+                *la = sa[i];
+                *lb = sb[i];
+                continue;
+            }
+        }
+        d.push(dims[i]);
+        a.push(sa[i]);
+        b.push(sb[i]);
     }
-    let (inner, inner_a, inner_b) = (dims[rank - 1], sa[rank - 1], sb[rank - 1]);
-    let mut idx = vec![0usize; rank - 1];
+    if d.is_empty() {
+        return (vec![1], vec![0], vec![0]);
+    }
+    (d, a, b)
+}
+
+/// Visits the rows (all but the last, innermost dimension) of `dims` in row-major order,
+/// passing the two offsets of each row's start under two stride vectors. `dims` is not empty.
+fn for_each_row(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut(usize, usize)) {
+    let outer = dims.len() - 1;
+    let mut idx = vec![0usize; outer];
     let (mut oa, mut ob) = (0usize, 0usize);
     loop {
-        for i in 0..inner {
-            f(oa + i * inner_a, ob + i * inner_b);
-        }
+        f(oa, ob);
         // Odometer step over the outer dimensions.
-        let mut d = rank - 1;
+        let mut d = outer;
         loop {
             if d == 0 {
                 return;
@@ -72,26 +92,18 @@ fn for_each_offset(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut
 }
 
 /// Copies `src` into a new array of shape `dims`, reading element `sum_i idx_i * strides[i]`
-/// (a stride of 0 repeats: broadcasting; permuted strides transpose). Rows of the innermost
-/// dimension are copied as slices when contiguous and filled when repeated.
+/// (a stride of 0 repeats: broadcasting; permuted strides transpose).
 pub fn strided_copy<T: Element>(src: &[T], dims: &[usize], strides: &[usize]) -> Vec<T> {
     let n: usize = dims.iter().product();
     let mut out = Vec::with_capacity(n);
-    let Some((&inner, outer_dims)) = dims.split_last() else {
-        out.push(src[0].clone());
-        return out;
-    };
-    let (&step, outer_strides) = strides.split_last().expect("one stride per dim");
-    for_each_offset(
-        outer_dims,
-        outer_strides,
-        outer_strides,
-        |o, _| match step {
-            1 => out.extend_from_slice(&src[o..o + inner]),
-            0 => out.extend(std::iter::repeat_n(src[o].clone(), inner)),
-            _ => out.extend((0..inner).map(|i| src[o + i * step].clone())),
-        },
-    );
+    let unit = Shape::new(dims.to_vec()).strides();
+    let (d, s, _) = coalesce(dims, strides, &unit);
+    let (inner, step) = (d[d.len() - 1], s[s.len() - 1]);
+    for_each_row(&d, &s, &s, |o, _| match step {
+        1 => out.extend_from_slice(&src[o..o + inner]),
+        0 => out.extend(std::iter::repeat_n(src[o].clone(), inner)),
+        _ => out.extend((0..inner).map(|i| src[o + i * step].clone())),
+    });
     out
 }
 
@@ -121,9 +133,7 @@ pub fn broadcast<T: Element>(a: &Array<T>, shape: &Shape, dims_map: &[usize]) ->
     )
 }
 
-/// Sum over the given (sorted, distinct) axes, which are removed from the shape. Leading and
-/// trailing runs of axes (a column sum, a row sum) are contiguous loops; both add the terms in
-/// the same order as the general walk.
+/// Sum over the given (sorted, distinct) axes, which are removed from the shape.
 pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
     let dims = a.dims();
     let out_dims: Vec<usize> = (0..dims.len())
@@ -131,31 +141,6 @@ pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
         .map(|i| dims[i])
         .collect();
     let out_shape = Shape::new(out_dims);
-    let src = a.data();
-    let leading = axes.iter().enumerate().all(|(i, &x)| i == x);
-    let trailing = axes
-        .iter()
-        .enumerate()
-        .all(|(i, &x)| x == dims.len() - axes.len() + i);
-    if leading || trailing {
-        let kept = out_shape.numel();
-        let mut out = vec![T::zero(); kept];
-        if leading {
-            for chunk in src.chunks_exact(kept) {
-                for (o, v) in out.iter_mut().zip(chunk) {
-                    *o = o.clone() + v.clone();
-                }
-            }
-        } else {
-            let len = src.len() / kept;
-            for (o, chunk) in out.iter_mut().zip(src.chunks_exact(len)) {
-                for v in chunk {
-                    *o = o.clone() + v.clone();
-                }
-            }
-        }
-        return Array::from_parts(out_shape, out);
-    }
     let out_strides = out_shape.strides();
     // Stride of each input dim in the output (0 on reduced axes).
     let mut strides = vec![0usize; dims.len()];
@@ -168,10 +153,44 @@ pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
     }
     let mut out = vec![T::zero(); out_shape.numel()];
     let unit = a.shape().strides();
-    for_each_offset(dims, &strides, &unit, |o, i| {
-        out[o] = out[o].clone() + src[i].clone();
+    let src = a.data();
+    // After coalescing, each row is a contiguous input run that either sums into one output
+    // (a reduced innermost axis, see `sum_run`) or adds onto a contiguous output run.
+    let (d, so, si) = coalesce(dims, &strides, &unit);
+    let (inner, step) = (d[d.len() - 1], so[so.len() - 1]);
+    debug_assert!(step <= 1 && si[si.len() - 1] == 1);
+    for_each_row(&d, &so, &si, |o, i| {
+        let run = &src[i..i + inner];
+        if step == 0 {
+            out[o] = sum_run(out[o].clone(), run);
+        } else {
+            for (y, v) in out[o..o + inner].iter_mut().zip(run) {
+                *y = y.clone() + v.clone();
+            }
+        }
     });
     Array::from_parts(out_shape, out)
+}
+
+/// init + Σ run. Runs of 16 or more go through 8 interleaved partial sums combined pairwise:
+/// the additions are independent, so they pipeline (and vectorise for floats), and the
+/// rounding error bound grows with n/8 + 3 instead of n. Shorter runs add in order.
+fn sum_run<T: Element>(init: T, run: &[T]) -> T {
+    const LANES: usize = 8;
+    if run.len() < 2 * LANES {
+        return run.iter().fold(init, |acc, v| acc + v.clone());
+    }
+    let mut lanes: [T; LANES] = std::array::from_fn(|_| T::zero());
+    let chunks = run.chunks_exact(LANES);
+    let tail = chunks.remainder();
+    for chunk in chunks {
+        for (a, v) in lanes.iter_mut().zip(chunk) {
+            *a = a.clone() + v.clone();
+        }
+    }
+    let [l0, l1, l2, l3, l4, l5, l6, l7] = lanes;
+    let total = ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7));
+    tail.iter().fold(init + total, |acc, v| acc + v.clone())
 }
 
 /// Splits `dims` around `axis` into (outer, axis length, inner) element counts.
@@ -293,13 +312,33 @@ const DIRECT_GEMM_MAX: usize = 256;
 /// C = A B (+ C if `accumulate`), by the `gemm` crate, for row-major C of shape (m, n).
 pub fn gemm_into<T: Float>(c: &mut [T], a: MatRef<'_, T>, b: MatRef<'_, T>, accumulate: bool) {
     debug_assert_eq!(c.len(), a.rows * b.cols);
+    let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
     // SAFETY: `c` is an initialised buffer of m * n elements.
-    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate) }
+    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, parallel) }
+}
+
+/// As [`gemm_into`], on the calling thread only: for callers that already split work across
+/// threads (one convolution sample per task, say).
+pub fn gemm_into_serial<T: Float>(
+    c: &mut [T],
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    accumulate: bool,
+) {
+    debug_assert_eq!(c.len(), a.rows * b.cols);
+    // SAFETY: `c` is an initialised buffer of m * n elements.
+    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, false) }
 }
 
 /// # Safety
 /// `c` points to m * n writable elements, initialised if `accumulate`.
-unsafe fn gemm_raw<T: Float>(c: *mut T, a: MatRef<'_, T>, b: MatRef<'_, T>, accumulate: bool) {
+unsafe fn gemm_raw<T: Float>(
+    c: *mut T,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    accumulate: bool,
+    parallel: bool,
+) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     debug_assert_eq!(b.rows, k);
     let (ars, acs) = a.strides();
@@ -317,7 +356,7 @@ unsafe fn gemm_raw<T: Float>(c: *mut T, a: MatRef<'_, T>, b: MatRef<'_, T>, accu
         }
         return;
     }
-    let parallelism = if m * n * k >= PARALLEL_GEMM_MIN {
+    let parallelism = if parallel {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
@@ -355,7 +394,7 @@ pub fn gemm<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Vec<T> {
     // SAFETY: the buffer has room for m * n elements, and without `accumulate` every one of
     // them is written and none is read.
     unsafe {
-        gemm_raw(c.as_mut_ptr(), a, b, false);
+        gemm_raw(c.as_mut_ptr(), a, b, false, a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN);
         c.set_len(len);
     }
     c
@@ -411,6 +450,46 @@ mod tests {
     }
 
     #[test]
+    fn sums_and_copies_over_mixed_axes_match_element_loops() {
+        let a = arr(
+            &[2, 3, 1, 4],
+            &(0..24).map(|x| x as f64).collect::<Vec<_>>(),
+        );
+        let at = |i: usize, j: usize, l: usize| a.data()[(i * 3 + j) * 4 + l];
+        let s = sum_axes(&a, &[0, 3]);
+        let expected: Vec<f64> = (0..3)
+            .map(|j| {
+                (0..2)
+                    .flat_map(|i| (0..4).map(move |l| (i, l)))
+                    .map(|(i, l)| at(i, j, l))
+                    .sum()
+            })
+            .collect();
+        assert_eq!(s.dims(), &[3, 1]);
+        assert_eq!(s.data(), &expected[..]);
+        assert_eq!(sum_axes(&a, &[1]).data()[..4], [12., 15., 18., 21.]);
+        let p = permute(&a, &[3, 0, 2, 1]);
+        for l in 0..4 {
+            for i in 0..2 {
+                for j in 0..3 {
+                    assert_eq!(p.data()[(l * 2 + i) * 3 + j], at(i, j, l));
+                }
+            }
+        }
+        let b = broadcast(&arr(&[], &[7.]), &Shape::new(vec![2, 3]), &[]);
+        assert_eq!(b.data(), &[7.; 6]);
+    }
+
+    #[test]
+    fn long_runs_sum_every_element_once() {
+        // 8 lanes, a tail of 3, and an initial value: Σ_{i<1003} i = 502503.
+        let a = arr(&[1003], &(0..1003).map(|x| x as f64).collect::<Vec<_>>());
+        assert_eq!(sum_axes(&a, &[0]).data(), &[502503.]);
+        let b = arr(&[2, 20], &(0..40).map(|x| x as f64).collect::<Vec<_>>());
+        assert_eq!(sum_axes(&b, &[1]).data(), &[190., 590.]);
+    }
+
+    #[test]
     fn gather_and_scatter_are_transposes() {
         let a = arr(&[3], &[1., 2., 3.]);
         assert_eq!(gather(&a, 0, &[2, 0, 2]).data(), &[3., 1., 3.]);
@@ -423,6 +502,25 @@ mod tests {
         let a = arr(&[2, 1], &[1., 2.]);
         let b = arr(&[2, 2], &[3., 4., 5., 6.]);
         assert_eq!(concat(&[&a, &b], 1).data(), &[1., 3., 4., 2., 5., 6.]);
+    }
+
+    #[test]
+    fn gemm_matches_generic_with_transposes() {
+        let a: Vec<f64> = (0..6).map(|x| x as f64).collect();
+        let b: Vec<f64> = (0..12).map(|x| (x as f64) * 0.5 - 1.0).collect();
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let ma = if ta {
+                MatRef::transpose_of(&a[..], 3, 2)
+            } else {
+                MatRef::new(&a[..], 2, 3)
+            };
+            let mb = if tb {
+                MatRef::transpose_of(&b[..], 4, 3)
+            } else {
+                MatRef::new(&b[..], 3, 4)
+            };
+            assert_eq!(gemm(ma, mb), matmul_generic(ma, mb));
+        }
     }
 
     #[test]
@@ -454,53 +552,5 @@ mod tests {
             .collect();
         assert_eq!(sum_axes(&a, &[1, 2]).data(), &trailing[..]);
         assert_eq!(sum_axes(&a, &[]).data(), &data[..]);
-    }
-
-    #[test]
-    fn gemm_past_the_direct_loop_matches_generic_with_transposes() {
-        let (m, k, n) = (9, 10, 11);
-        let a: Vec<f64> = (0..m * k)
-            .map(|x| ((x * 7 % 13) as f64) * 0.5 - 3.0)
-            .collect();
-        let b: Vec<f64> = (0..k * n)
-            .map(|x| ((x * 5 % 11) as f64) * 0.25 - 1.0)
-            .collect();
-        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            let ma = if ta {
-                MatRef::transpose_of(&a[..], k, m)
-            } else {
-                MatRef::new(&a[..], m, k)
-            };
-            let mb = if tb {
-                MatRef::transpose_of(&b[..], n, k)
-            } else {
-                MatRef::new(&b[..], k, n)
-            };
-            // Small integers times powers of two: every sum is exact in any order.
-            assert_eq!(gemm(ma, mb), matmul_generic(ma, mb));
-            let mut acc = vec![1.0; m * n];
-            gemm_into(&mut acc, ma, mb, true);
-            let want: Vec<f64> = matmul_generic(ma, mb).iter().map(|v| v + 1.0).collect();
-            assert_eq!(acc, want);
-        }
-    }
-
-    #[test]
-    fn gemm_matches_generic_with_transposes() {
-        let a: Vec<f64> = (0..6).map(|x| x as f64).collect();
-        let b: Vec<f64> = (0..12).map(|x| (x as f64) * 0.5 - 1.0).collect();
-        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-            let ma = if ta {
-                MatRef::transpose_of(&a[..], 3, 2)
-            } else {
-                MatRef::new(&a[..], 2, 3)
-            };
-            let mb = if tb {
-                MatRef::transpose_of(&b[..], 4, 3)
-            } else {
-                MatRef::new(&b[..], 3, 4)
-            };
-            assert_eq!(gemm(ma, mb), matmul_generic(ma, mb));
-        }
     }
 }

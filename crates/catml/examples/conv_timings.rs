@@ -1,0 +1,105 @@
+//! Times conv2d (batch 32, 3x32x32 input, 16 filters 3x3, padding 1, f32) forward and value and
+//! gradient of L = Σ y, and prints one JSON line per measurement for `peers/bench_conv.py`:
+//!
+//! {"workload": "conv2d", "size": "32x3x32x32/16x3x3", "dtype": "f32", "mode": "forward", "seconds": ..}
+//!
+//! Each measurement is the median of 15 samples; a sample loops the call so that all samples
+//! take about 1.5 s, as the peers' timings do. `cpu_seconds` is the process CPU time (all
+//! threads) per call over the whole measurement, or null where /proc is unavailable.
+
+use std::time::Instant;
+
+use catml::ad::vjp;
+use catml::interp::eval;
+use catml::ir::{Builder, InputKind, Program};
+use catml::prim::{Conv2dAttrs, Ops};
+use catml::tensor::{DType, Tensor, TensorType};
+
+const SAMPLES: usize = 15;
+const BUDGET_SECONDS: f64 = 1.5;
+
+fn programs() -> (Program, Program) {
+    let mut b = Builder::new();
+    let ty = |dims: &[usize]| TensorType::new(DType::F32, dims.to_vec());
+    let x = b.input("x", ty(&[32, 3, 32, 32]), InputKind::Data).unwrap();
+    let w = b.input("w", ty(&[16, 3, 3, 3]), InputKind::Param).unwrap();
+    let bias = b.input("b", ty(&[16]), InputKind::Param).unwrap();
+    let y = b
+        .conv2d(x, w, Some(bias), Conv2dAttrs::default().pad(1))
+        .unwrap();
+    let forward = b.clone().finish(&[y]).unwrap();
+    let l = b.sum(y, None).unwrap();
+    let loss = b.finish(&[l]).unwrap();
+    (forward, vjp(&loss).unwrap().program)
+}
+
+fn values(p: &Program) -> Vec<Tensor> {
+    p.inputs()
+        .iter()
+        .enumerate()
+        .map(|(k, i)| {
+            let n = i.ty.numel();
+            let data = (0..n)
+                .map(|j| ((j * 31 + k * 7) % 17) as f64 / 17.0 - 0.5)
+                .collect();
+            Tensor::from_f64s(DType::F32, i.ty.shape.clone(), data).unwrap()
+        })
+        .collect()
+}
+
+/// User + system CPU seconds of this process (all threads) from /proc/self/stat, if readable.
+/// On a shared machine this moves much less than wall time.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0) // USER_HZ is 100 on Linux
+}
+
+/// Median wall seconds per call, and CPU seconds per call over every call made.
+fn measure(mut call: impl FnMut()) -> (f64, Option<f64>) {
+    let cpu0 = cpu_seconds();
+    for _ in 0..3 {
+        call();
+    }
+    let t0 = Instant::now();
+    call();
+    let once = t0.elapsed().as_secs_f64().max(1e-7);
+    let inner = ((BUDGET_SECONDS / SAMPLES as f64 / once).round() as usize).max(1);
+    let mut times: Vec<f64> = (0..SAMPLES)
+        .map(|_| {
+            let t0 = Instant::now();
+            for _ in 0..inner {
+                call();
+            }
+            t0.elapsed().as_secs_f64() / inner as f64
+        })
+        .collect();
+    let calls = (4 + SAMPLES * inner) as f64;
+    let cpu = cpu0.zip(cpu_seconds()).map(|(a, b)| (b - a) / calls);
+    times.sort_by(f64::total_cmp);
+    (times[SAMPLES / 2], cpu)
+}
+
+fn main() {
+    let (forward, grad) = programs();
+    let (xf, xg) = (values(&forward), values(&grad));
+    for (mode, p, x) in [("forward", &forward, &xf), ("value_and_grad", &grad, &xg)] {
+        let (seconds, cpu_seconds) = measure(|| {
+            eval(p, x).unwrap();
+        });
+        println!(
+            "{}",
+            serde_json::json!({
+                "workload": "conv2d",
+                "size": "32x3x32x32/16x3x3",
+                "dtype": "f32",
+                "mode": mode,
+                "seconds": seconds,
+                "cpu_seconds": cpu_seconds,
+            })
+        );
+    }
+}

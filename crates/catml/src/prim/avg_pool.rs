@@ -1,0 +1,117 @@
+//! avg_pool2d {"kernel", "stride", "padding"} over NCHW: y = (1 / (kH·kW)) · sum_pool2d(x).
+//!
+//! The divisor is always the full window size kH·kW: padded positions count as zeros
+//! (PyTorch's `count_include_pad=True`). That keeps the map a fixed linear stencil, the same at
+//! every output, so its pullback is (1 / (kH·kW)) · sum_pool2d_transpose(u), and the border
+//! outputs are averages over kH·kW values of which some are padding zeros.
+
+use std::sync::Arc;
+
+use num_traits::One;
+
+use super::dispatch::{arity, eval_float, FloatKernel};
+use super::pool_kernel::sum_pool;
+use super::pool_spec::Pool2dAttrs;
+use super::sum_pool::SumPool2dTranspose;
+use super::Ops;
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
+use crate::tensor::{Array, Float, RArray, Rational, Tensor, TensorType};
+
+/// The mean over each pooling window, padding counted as zeros.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AvgPool2d {
+    pub attrs: Pool2dAttrs,
+}
+
+impl AvgPool2d {
+    fn scale(&self) -> f64 {
+        1.0 / self.attrs.window() as f64
+    }
+}
+
+impl FloatKernel for AvgPool2d {
+    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        let g = self.attrs.geom(x[0].dims());
+        let k = T::from_f64(self.scale());
+        let y = sum_pool(x[0].data(), &g)
+            .into_iter()
+            .map(|v| v * k)
+            .collect();
+        Ok(Array::new([g.n, g.c, g.h.out(), g.w.out()], y).expect("kernel output size"))
+    }
+}
+
+impl Primitive for AvgPool2d {
+    fn name(&self) -> &str {
+        "avg_pool2d"
+    }
+    fn attrs(&self) -> Attrs {
+        self.attrs.to_attrs()
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 1)?;
+        let g = self.attrs.check(&inputs[0], 0)?;
+        Ok(Pool2dAttrs::out_type(&inputs[0], &g))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        eval_float(self, x)
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        let g = self.attrs.geom(x[0].dims());
+        let k = Rational::one() / Rational::from_integer(self.attrs.window().into());
+        let y = sum_pool(x[0].data(), &g)
+            .into_iter()
+            .map(|v| v * k.clone())
+            .collect();
+        Some(Ok(
+            Array::new([g.n, g.c, g.h.out(), g.w.out()], y).expect("kernel output size")
+        ))
+    }
+    fn flops(&self, _inputs: &[TensorType], output: &TensorType) -> u64 {
+        output.numel() as u64 * (self.attrs.window() as u64 + 1)
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        dx[0]
+            .map(|d| b.apply(Arc::new(*self), &[d]))
+            .transpose()
+            .map_err(Into::into)
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        let d = b.ty(x[0]).dims().to_vec();
+        let t = SumPool2dTranspose {
+            attrs: self.attrs,
+            input_size: [d[2], d[3]],
+        };
+        let spread = b.apply(Arc::new(t), &[u])?;
+        Ok(vec![Some(b.scale(spread, self.scale())?)])
+    }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        Some((|| {
+            let s = super::pool_lower::sum_pool(b, &self.attrs, x[0])?;
+            b.scale(s, self.scale())
+        })())
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register("avg_pool2d", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let attrs = Pool2dAttrs::read(&mut a)?;
+        a.finish()?;
+        Ok(Arc::new(AvgPool2d { attrs }) as Prim)
+    });
+}
