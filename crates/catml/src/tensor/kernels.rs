@@ -248,12 +248,34 @@ const PARALLEL_GEMM_MIN: usize = 1 << 18;
 
 /// C = A B (+ C if `accumulate`), by the `gemm` crate, for row-major C of shape (m, n).
 pub fn gemm_into<T: Float>(c: &mut [T], a: MatRef<'_, T>, b: MatRef<'_, T>, accumulate: bool) {
+    let parallel = a.rows * a.cols * b.cols >= PARALLEL_GEMM_MIN;
+    gemm_into_threads(c, a, b, accumulate, parallel);
+}
+
+/// As [`gemm_into`], on this thread only (for callers that already run in parallel, such as
+/// batched products spreading their slices over threads).
+pub fn gemm_into_serial<T: Float>(
+    c: &mut [T],
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    accumulate: bool,
+) {
+    gemm_into_threads(c, a, b, accumulate, false);
+}
+
+fn gemm_into_threads<T: Float>(
+    c: &mut [T],
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    accumulate: bool,
+    parallel: bool,
+) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     debug_assert_eq!(b.rows, k);
     debug_assert_eq!(c.len(), m * n);
     let (ars, acs) = a.strides();
     let (brs, bcs) = b.strides();
-    let parallelism = if m * n * k >= PARALLEL_GEMM_MIN {
+    let parallelism = if parallel {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
