@@ -87,7 +87,7 @@ impl AttentionMask {
                 let empty = (0..tq).filter(|&i| self.end(b, i, tq, tk) == 0).count();
                 return Err(TypeError::Invalid(format!(
                     "attention mask: query row 0 of batch entry {b} has an empty allowed key set \
-                     ({why}; {empty} empty rows), expected at least one allowed key"
+                     ({why}), expected at least one allowed key; {empty} of {tq} rows are empty"
                 )));
             }
         }
