@@ -58,7 +58,7 @@ fn masked_scores_above_the_allowed_ones_do_not_overflow() {
     let mut b = Builder::new();
     let s = input(&mut b, "s", DType::F32, &[1, 1, 2, 2]);
     let mask = AttentionMask::none().with_key_lengths(vec![1]);
-    let y = b.masked_softmax(s, mask).unwrap();
+    let y = b.masked_softmax(s, mask, 1.0).unwrap();
     let p = b.finish(&[y]).unwrap();
     let x = Tensor::f32([1, 1, 2, 2], vec![-500.0, 1000.0, 3.0, 1e30]).unwrap();
     assert_eq!(one(&p, std::slice::from_ref(&x)), [1.0, 0.0, 1.0, 0.0]);
@@ -69,7 +69,7 @@ fn masked_scores_above_the_allowed_ones_do_not_overflow() {
 fn causal_softmax_matches_a_hand_computed_row() {
     let mut b = Builder::new();
     let s = input(&mut b, "s", DType::F64, &[1, 1, 2, 3]);
-    let y = b.masked_softmax(s, AttentionMask::causal()).unwrap();
+    let y = b.masked_softmax(s, AttentionMask::causal(), 1.0).unwrap();
     let p = b.finish(&[y]).unwrap();
     // Two queries over three keys, aligned at the end: row 0 sees keys 0..=1, row 1 all.
     let x = Tensor::f64([1, 1, 2, 3], vec![0.0, 2f64.ln(), 9.0, 0.0, 0.0, 3f64.ln()]).unwrap();
@@ -287,11 +287,12 @@ fn everything() -> Program {
     let idx = input(&mut b, "idx", DType::I64, &[2]);
     let mask = AttentionMask::causal().with_key_lengths(vec![3, 2]);
     let s = b.sdpa(x, x, x, mask.clone()).unwrap();
-    let s = b.masked_softmax(s, mask).unwrap();
+    let s = b.masked_softmax(s, mask, 0.5).unwrap();
     let s = b.batch_matmul(s, x, true, false).unwrap();
     let s = b.layer_norm(s, vec![3, 1], 0.5, None).unwrap();
     let s = b.softmax(s, 2).unwrap();
     let s = b.log_softmax(s, 3).unwrap();
+    let s = b.softmax_pullback(s, s, 1, -0.5).unwrap();
     let m = b.reduce_max(s, Some(vec![0, 2])).unwrap();
     let w = b.max_weights(s, None).unwrap();
     let z = b.reshape(w, [6, 3]).unwrap();

@@ -72,6 +72,27 @@ fn softmax_rows_sum_to_one_in_f32() {
 }
 
 #[test]
+fn softmax_pullback_matches_its_lowering() {
+    for seed in 0..8 {
+        let mut r = rng(1100 + seed);
+        let rank = r.random_range(1..=3);
+        let d = dims(&mut r, rank, 4);
+        let axis = r.random_range(0..rank);
+        let scale = [1.0, 0.25, -1.5][seed as usize % 3];
+        let mut b = Builder::new();
+        let y = input(&mut b, "y", f64s(&d));
+        let v = input(&mut b, "v", f64s(&d));
+        let out = b.softmax_pullback(y, v, axis, scale).unwrap();
+        let p = b.finish(&[out]).unwrap();
+        let xs = [
+            random(&mut r, &f64s(&d), 1.0),
+            random(&mut r, &f64s(&d), 1.0),
+        ];
+        check(&p, &xs, seed, TOL);
+    }
+}
+
+#[test]
 fn reduce_max_rules_hold_away_from_ties() {
     for seed in 0..6 {
         let mut r = rng(100 + seed);
@@ -208,7 +229,8 @@ fn masked_softmax_matches_its_lowering_with_every_mask() {
         let d = [batch, heads, tq, tk];
         let mut b = Builder::new();
         let s = input(&mut b, "s", f64s(&d));
-        let y = b.masked_softmax(s, mask).unwrap();
+        let scale = [1.0, 0.5, 2.0][seed as usize % 3];
+        let y = b.masked_softmax(s, mask, scale).unwrap();
         let p = b.finish(&[y]).unwrap();
         check(&p, &[random(&mut r, &f64s(&d), 3.0)], seed, TOL);
     }

@@ -1,12 +1,13 @@
-//! masked_softmax {"causal", "key_lengths"}: scores S (B, H, Tq, Tk) to attention weights P,
-//! each query row normalised over its allowed keys A (see `attention_mask`):
-//! P_ij = e^{S_ij} / sum_{l in A_i} e^{S_il} for j in A_i, and 0 off A_i.
+//! masked_softmax {"causal", "key_lengths", "scale"}: scores S (B, H, Tq, Tk) to attention
+//! weights P, each query row normalised over its allowed keys A (see `attention_mask`): with
+//! c = scale (default 1), P_ij = e^{c S_ij} / sum_{l in A_i} e^{c S_il} for j in A_i, else 0.
 //!
 //! Rules: on each row P is a softmax of the allowed entries padded with zeros, so the tangent
-//! and cotangent maps are both v -> P (v - <P, v>) (zero off A_i, since P is).
+//! and cotangent maps are both v -> c P (v - <P, v>) (zero off A_i, since P is): one
+//! softmax_pullback node.
 //!
-//! Lowering, with M the constant 0/1 mask and every shift under stop_gradient (exact, as for
-//! softmax): L_i = min_j S_ij, S'_ij = S_ij M_ij + L_i (1 - M_ij) (so max_j S'_ij is the allowed
+//! Lowering of c S, with M the constant 0/1 mask and every shift under stop_gradient (exact, as
+//! for softmax): L_i = min_j S_ij, S'_ij = S_ij M_ij + L_i (1 - M_ij) (so max_j S'_ij is the allowed
 //! maximum m_i, and no entry can overflow), E = e^{S' - m} M, P = E / sum_j E.
 
 use std::sync::Arc;
@@ -15,16 +16,19 @@ use rayon::prelude::*;
 
 use super::attention_mask::AttentionMask;
 use super::dispatch::{arity, eval_float, float_operand, FloatKernel};
-use super::softmax::{expand, softmax_pullback, softmax_row_scaled};
+use super::rows::softmax_row_scaled;
+use super::softmax::expand;
 use super::Ops;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::tensor::{Array, Float, Tensor, TensorType};
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MaskedSoftmax {
     pub mask: AttentionMask,
+    /// c > 0, multiplying the scores before the softmax.
+    pub scale: f64,
 }
 
 /// Softmax of the rows of one (Tq, Tk) slice of batch entry `b` over their allowed prefixes,
@@ -62,13 +66,12 @@ impl FloatKernel for MaskedSoftmax {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let d = x[0].dims();
         let (heads, tq, tk) = (d[1], d[2], d[3]);
+        let c = T::from_f64(self.scale);
         let mut out = vec![T::zero(); x[0].len()];
         out.par_chunks_mut(tq * tk)
             .zip(x[0].data().par_chunks(tq * tk))
             .enumerate()
-            .for_each(|(slice, (p, s))| {
-                masked_rows(&self.mask, slice / heads, s, p, tq, tk, T::one())
-            });
+            .for_each(|(slice, (p, s))| masked_rows(&self.mask, slice / heads, s, p, tq, tk, c));
         Ok(Array::new(x[0].shape().clone(), out).expect("same shape"))
     }
 }
@@ -80,11 +83,20 @@ impl Primitive for MaskedSoftmax {
     fn attrs(&self) -> Attrs {
         let mut a = Attrs::new();
         self.mask.write(&mut a);
+        if self.scale != 1.0 {
+            a.insert("scale".into(), self.scale.into());
+        }
         a
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         arity(inputs, 1)?;
         float_operand(inputs, 0)?;
+        if !(self.scale > 0.0 && self.scale.is_finite()) {
+            return Err(TypeError::attr(
+                "scale",
+                format!("expected a finite number > 0, found {}", self.scale),
+            ));
+        }
         check_scores(&inputs[0], &self.mask)?;
         Ok(inputs[0].clone())
     }
@@ -102,7 +114,7 @@ impl Primitive for MaskedSoftmax {
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
         let Some(d) = dx[0] else { return Ok(None) };
-        Ok(Some(softmax_pullback(b, y, d, 3)?))
+        Ok(Some(b.softmax_pullback(y, d, 3, self.scale)?))
     }
     fn vjp(
         &self,
@@ -111,10 +123,17 @@ impl Primitive for MaskedSoftmax {
         y: Var,
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
-        Ok(vec![Some(softmax_pullback(b, y, u, 3)?)])
+        Ok(vec![Some(b.softmax_pullback(y, u, 3, self.scale)?)])
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
-        Some(lower_masked(b, x[0], &self.mask))
+        Some((|| {
+            let s = if self.scale == 1.0 {
+                x[0]
+            } else {
+                b.scale(x[0], self.scale)?
+            };
+            lower_masked(b, s, &self.mask)
+        })())
     }
 }
 
@@ -162,7 +181,11 @@ pub(crate) fn register(r: &mut Registry) {
     r.register("masked_softmax", |attrs: &Attrs| {
         let mut a = AttrReader::new(attrs);
         let mask = AttentionMask::read(&mut a)?;
+        let scale = match a.get("scale") {
+            None => 1.0,
+            Some(_) => a.f64("scale")?,
+        };
         a.finish()?;
-        Ok(Arc::new(MaskedSoftmax { mask }) as Prim)
+        Ok(Arc::new(MaskedSoftmax { mask, scale }) as Prim)
     });
 }

@@ -27,9 +27,11 @@ mod mse;
 mod one_hot;
 pub mod recurrent;
 mod reduce_max;
+mod rows;
 mod sdpa;
 mod slices;
 mod softmax;
+mod softmax_pullback;
 mod take;
 
 use std::sync::{Arc, OnceLock};
@@ -58,6 +60,7 @@ pub use one_hot::OneHot;
 pub use reduce_max::{MaxWeights, ReduceMax};
 pub use sdpa::Sdpa;
 pub use softmax::{LogSoftmax, Softmax};
+pub use softmax_pullback::SoftmaxPullback;
 pub use take::{ScatterRows, Take};
 
 use crate::ir::{AttrReader, Attrs, Builder, Prim, Registry, TypeError, Var};
@@ -100,6 +103,7 @@ fn register_composites(r: &mut Registry) {
     reduce_max::register(r);
     sdpa::register(r);
     softmax::register(r);
+    softmax_pullback::register(r);
     take::register(r);
 }
 
@@ -244,9 +248,24 @@ pub trait Ops {
     fn log_softmax(&mut self, x: Var, axis: usize) -> Result<Var, TypeError> {
         self.op(Arc::new(LogSoftmax { axis }), &[x])
     }
-    /// Softmax of (B, H, Tq, Tk) scores over each query row's allowed keys.
-    fn masked_softmax(&mut self, s: Var, mask: AttentionMask) -> Result<Var, TypeError> {
-        self.op(Arc::new(MaskedSoftmax { mask }), &[s])
+    /// c y (v - sum_axis(y v)): the derivative of softmax(c x) at output y applied to v.
+    fn softmax_pullback(
+        &mut self,
+        y: Var,
+        v: Var,
+        axis: usize,
+        scale: f64,
+    ) -> Result<Var, TypeError> {
+        self.op(Arc::new(SoftmaxPullback { axis, scale }), &[y, v])
+    }
+    /// Softmax of `scale` times (B, H, Tq, Tk) scores over each query row's allowed keys.
+    fn masked_softmax(
+        &mut self,
+        s: Var,
+        mask: AttentionMask,
+        scale: f64,
+    ) -> Result<Var, TypeError> {
+        self.op(Arc::new(MaskedSoftmax { mask, scale }), &[s])
     }
     /// One matrix product per index of the shared leading dims.
     fn batch_matmul(

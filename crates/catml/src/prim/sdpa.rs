@@ -4,9 +4,10 @@
 //!
 //! The kernel runs one (batch, head) slice per task and never stores P. The rules recompute P
 //! from Q and K (the residuals are Q, K, V, as in memory-efficient attention) and then read
-//! as the chain rule through the three steps, with Q_s = d^{-1/2} Q:
-//! - tangent: dS = dQ_s K^T + Q_s dK^T, dP = P (dS - <P, dS>), dY = dP V + P dV;
-//! - cotangent: V̄ = P^T Ȳ, P̄ = Ȳ V^T, S̄ = P (P̄ - <P, P̄>), Q̄ = d^{-1/2} S̄ K, K̄ = S̄^T Q_s.
+//! as the chain rule through the three steps, with c = d^{-1/2}, R = Q K^T and P =
+//! masked_softmax(c R) (so the derivative of P is v -> c P (v - <P, v>), one softmax_pullback):
+//! - tangent: dR = dQ K^T + Q dK^T, dP = c P (dR - <P, dR>), dY = dP V + P dV;
+//! - cotangent: V̄ = P^T Ȳ, P̄ = Ȳ V^T, R̄ = c P (P̄ - <P, P̄>), Q̄ = R̄ K, K̄ = R̄^T Q.
 
 use std::sync::Arc;
 
@@ -15,7 +16,6 @@ use rayon::prelude::*;
 use super::attention_mask::AttentionMask;
 use super::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use super::masked_softmax::{check_scores, masked_rows};
-use super::softmax::softmax_pullback;
 use super::Ops;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
@@ -39,13 +39,11 @@ fn scale_for(d: usize) -> f64 {
     1.0 / (d as f64).sqrt()
 }
 
-/// (Q_s, P): the scaled queries and the attention weights, as nodes.
-fn weights(b: &mut Builder, q: Var, k: Var, mask: &AttentionMask) -> Result<(Var, Var), TypeError> {
+/// P = masked_softmax(d^{-1/2} Q K^T), as nodes.
+fn weights(b: &mut Builder, q: Var, k: Var, mask: &AttentionMask) -> Result<Var, TypeError> {
     let d = b.ty(q).dims()[3];
-    let qs = b.scale(q, scale_for(d))?;
-    let s = b.batch_matmul(qs, k, false, true)?;
-    let p = b.masked_softmax(s, mask.clone())?;
-    Ok((qs, p))
+    let r = b.batch_matmul(q, k, false, true)?;
+    b.masked_softmax(r, mask.clone(), scale_for(d))
 }
 
 impl FloatKernel for Sdpa {
@@ -136,21 +134,17 @@ impl Primitive for Sdpa {
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
         let (q, k, v) = (x[0], x[1], x[2]);
-        let (qs, p) = weights(b, q, k, &self.mask)?;
-        let d = b.ty(q).dims()[3];
-        let left = match dx[0] {
-            Some(dq) => {
-                let dqs = b.scale(dq, scale_for(d))?;
-                Some(b.batch_matmul(dqs, k, false, true)?)
-            }
-            None => None,
-        };
+        let p = weights(b, q, k, &self.mask)?;
+        let c = scale_for(b.ty(q).dims()[3]);
+        let left = dx[0]
+            .map(|dq| b.batch_matmul(dq, k, false, true))
+            .transpose()?;
         let right = dx[1]
-            .map(|dk| b.batch_matmul(qs, dk, false, true))
+            .map(|dk| b.batch_matmul(q, dk, false, true))
             .transpose()?;
         let through_p = match super::sum_terms(b, &[left, right])? {
-            Some(ds) => {
-                let dp = softmax_pullback(b, p, ds, 3)?;
+            Some(dr) => {
+                let dp = b.softmax_pullback(p, dr, 3, c)?;
                 Some(b.batch_matmul(dp, v, false, false)?)
             }
             None => None,
@@ -168,19 +162,18 @@ impl Primitive for Sdpa {
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
         let (q, k, v) = (x[0], x[1], x[2]);
-        let (qs, p) = weights(b, q, k, &self.mask)?;
-        let d = b.ty(q).dims()[3];
+        let p = weights(b, q, k, &self.mask)?;
+        let c = scale_for(b.ty(q).dims()[3]);
         let dv = b.batch_matmul(p, u, true, false)?;
         let dp = b.batch_matmul(u, v, false, true)?;
-        let ds = softmax_pullback(b, p, dp, 3)?;
-        let dqs = b.batch_matmul(ds, k, false, false)?;
-        let dq = b.scale(dqs, scale_for(d))?;
-        let dk = b.batch_matmul(ds, qs, true, false)?;
+        let dr = b.softmax_pullback(p, dp, 3, c)?;
+        let dq = b.batch_matmul(dr, k, false, false)?;
+        let dk = b.batch_matmul(dr, q, true, false)?;
         Ok(vec![Some(dq), Some(dk), Some(dv)])
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some((|| {
-            let (_, p) = weights(b, x[0], x[1], &self.mask)?;
+            let p = weights(b, x[0], x[1], &self.mask)?;
             b.batch_matmul(p, x[2], false, false)
         })())
     }

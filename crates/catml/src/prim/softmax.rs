@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use super::dispatch::{arity, eval_float, float_operand, FloatKernel};
+use super::rows::{softmax_rows, softmax_strided};
 use super::Ops;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
@@ -31,71 +32,6 @@ fn check_axis(inputs: &[TensorType], axis: usize) -> Result<TensorType, TypeErro
         ));
     }
     Ok(inputs[0].clone())
-}
-
-/// Softmax (or log-softmax) of each row of `len` entries; `x` and `out` hold whole rows.
-pub(crate) fn softmax_rows<T: Float>(x: &[T], out: &mut [T], len: usize, log: bool) {
-    for (xs, ys) in x.chunks_exact(len).zip(out.chunks_exact_mut(len)) {
-        softmax_row(xs, ys, log);
-    }
-}
-
-/// Softmax (or log-softmax) of one row.
-pub(crate) fn softmax_row<T: Float>(xs: &[T], ys: &mut [T], log: bool) {
-    softmax_row_scaled(xs, ys, T::one(), log);
-}
-
-/// Softmax (or log-softmax) of one row times `scale` > 0 (max(c x) = c max(x) for c > 0).
-pub(crate) fn softmax_row_scaled<T: Float>(xs: &[T], ys: &mut [T], scale: T, log: bool) {
-    let m = xs.iter().copied().fold(T::neg_infinity(), T::max) * scale;
-    let mut s = T::zero();
-    for (y, &x) in ys.iter_mut().zip(xs) {
-        *y = (x * scale - m).exp();
-        s = s + *y;
-    }
-    if log {
-        let ls = s.ln();
-        for (y, &x) in ys.iter_mut().zip(xs) {
-            *y = x * scale - m - ls;
-        }
-    } else {
-        let r = T::one() / s;
-        for y in ys.iter_mut() {
-            *y = *y * r;
-        }
-    }
-}
-
-/// Softmax along the middle axis of an (outer, len, inner) buffer, `inner` > 1: the columns of
-/// one outer block are processed together so the loops run over contiguous memory.
-fn softmax_strided<T: Float>(x: &[T], out: &mut [T], len: usize, inner: usize, log: bool) {
-    let block = len * inner;
-    let mut m = vec![T::zero(); inner];
-    let mut s = vec![T::zero(); inner];
-    for (xb, yb) in x.chunks_exact(block).zip(out.chunks_exact_mut(block)) {
-        m.copy_from_slice(&xb[..inner]);
-        for row in xb.chunks_exact(inner).skip(1) {
-            for (mi, &v) in m.iter_mut().zip(row) {
-                *mi = mi.max(v);
-            }
-        }
-        s.iter_mut().for_each(|v| *v = T::zero());
-        for (xr, yr) in xb.chunks_exact(inner).zip(yb.chunks_exact_mut(inner)) {
-            for i in 0..inner {
-                yr[i] = (xr[i] - m[i]).exp();
-                s[i] = s[i] + yr[i];
-            }
-        }
-        for (xr, yr) in xb.chunks_exact(inner).zip(yb.chunks_exact_mut(inner)) {
-            for i in 0..inner {
-                yr[i] = if log {
-                    xr[i] - m[i] - s[i].ln()
-                } else {
-                    yr[i] / s[i]
-                };
-            }
-        }
-    }
 }
 
 fn run<T: Float>(x: &Array<T>, axis: usize, log: bool) -> Array<T> {
@@ -127,12 +63,7 @@ pub(crate) fn softmax_pullback(
     v: Var,
     axis: usize,
 ) -> Result<Var, TypeError> {
-    let ty = b.ty(y).clone();
-    let yv = b.mul(y, v)?;
-    let s = b.sum(yv, Some(vec![axis]))?;
-    let sb = expand(b, s, &ty, axis)?;
-    let c = b.sub(v, sb)?;
-    b.mul(y, c)
+    b.softmax_pullback(y, v, axis, 1.0)
 }
 
 /// x - stop_gradient(max_axis x): the exact stabilising shift of the lowerings.

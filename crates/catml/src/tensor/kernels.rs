@@ -76,8 +76,28 @@ fn for_each_offset(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut
 pub fn strided_copy<T: Element>(src: &[T], dims: &[usize], strides: &[usize]) -> Vec<T> {
     let n: usize = dims.iter().product();
     let mut out = Vec::with_capacity(n);
-    let unit = Shape::new(dims.to_vec()).strides();
-    for_each_offset(dims, strides, &unit, |o, _| out.push(src[o].clone()));
+    let Some((&inner, outer)) = dims.split_last() else {
+        out.push(src[0].clone());
+        return out;
+    };
+    let inner_stride = strides[outer.len()];
+    // Walk the outer indices; copy each innermost run at once when it is contiguous (a
+    // permutation keeping the last axis) or constant (broadcasting along it).
+    let mut outer_dims = outer.to_vec();
+    outer_dims.push(1);
+    let mut outer_strides = strides[..outer.len()].to_vec();
+    outer_strides.push(0);
+    let zeros = vec![0; outer_dims.len()];
+    for_each_offset(
+        &outer_dims,
+        &outer_strides,
+        &zeros,
+        |o, _| match inner_stride {
+            1 => out.extend_from_slice(&src[o..o + inner]),
+            0 => out.extend(std::iter::repeat_n(src[o].clone(), inner)),
+            s => out.extend((0..inner).map(|i| src[o + i * s].clone())),
+        },
+    );
     out
 }
 

@@ -5,6 +5,7 @@
 
 mod array;
 mod dtype;
+pub mod exp;
 mod json;
 pub mod kernels;
 mod params;
