@@ -146,10 +146,29 @@ pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
         }
     }
     let mut out = vec![T::zero(); out_shape.numel()];
-    let unit = a.shape().strides();
     let src = a.data();
-    for_each_offset(dims, &strides, &unit, |o, i| {
-        out[o] = out[o].clone() + src[i].clone();
+    let Some((&inner, outer)) = dims.split_last() else {
+        out[0] = src[0].clone();
+        return Array::from_parts(out_shape, out);
+    };
+    // Walk the outer indices and treat each innermost run at once: added into a contiguous
+    // output run when the last axis is kept, summed into one output element when it is reduced.
+    let kept_last = !axes.contains(&outer.len());
+    let mut outer_dims = outer.to_vec();
+    outer_dims.push(1);
+    let mut out_strides = strides[..outer.len()].to_vec();
+    out_strides.push(0);
+    let mut in_strides = a.shape().strides()[..outer.len()].to_vec();
+    in_strides.push(0);
+    for_each_offset(&outer_dims, &out_strides, &in_strides, |o, i| {
+        let run = &src[i..i + inner];
+        if kept_last {
+            for (t, s) in out[o..o + inner].iter_mut().zip(run) {
+                *t = t.clone() + s.clone();
+            }
+        } else {
+            out[o] = run.iter().fold(out[o].clone(), |acc, s| acc + s.clone());
+        }
     });
     Array::from_parts(out_shape, out)
 }
@@ -381,6 +400,59 @@ mod tests {
         assert_eq!(sum_axes(&a, &[0]).data(), &[5., 7., 9.]);
         assert_eq!(sum_axes(&a, &[1]).data(), &[6., 15.]);
         assert_eq!(sum_axes(&a, &[0, 1]).data(), &[21.]);
+    }
+
+    /// The rank-3 array with element (i, j, k) = 100 i + 10 j + k.
+    fn cube() -> Array<f64> {
+        let data: Vec<f64> = (0..2)
+            .flat_map(|i| {
+                (0..3).flat_map(move |j| (0..4).map(move |k| (100 * i + 10 * j + k) as f64))
+            })
+            .collect();
+        arr(&[2, 3, 4], &data)
+    }
+
+    #[test]
+    fn sum_over_every_set_of_axes_of_a_cube() {
+        let a = cube();
+        let at = |i: usize, j: usize, k: usize| (100 * i + 10 * j + k) as f64;
+        let cases: [(&[usize], Vec<f64>); 4] = [
+            (
+                &[1],
+                (0..2)
+                    .flat_map(|i| (0..4).map(move |k| (0..3).map(|j| at(i, j, k)).sum()))
+                    .collect(),
+            ),
+            (
+                &[2],
+                (0..2)
+                    .flat_map(|i| (0..3).map(move |j| (0..4).map(|k| at(i, j, k)).sum()))
+                    .collect(),
+            ),
+            (
+                &[0, 2],
+                (0..3)
+                    .map(|j| (0..2).flat_map(|i| (0..4).map(move |k| at(i, j, k))).sum())
+                    .collect(),
+            ),
+            (&[], a.data().to_vec()),
+        ];
+        for (axes, want) in cases {
+            assert_eq!(sum_axes(&a, axes).data(), &want[..], "axes {axes:?}");
+        }
+    }
+
+    #[test]
+    fn permute_keeping_the_last_axis_copies_runs() {
+        let t = permute(&cube(), &[1, 0, 2]);
+        assert_eq!(t.dims(), &[3, 2, 4]);
+        assert_eq!(&t.data()[..8], &[0., 1., 2., 3., 100., 101., 102., 103.]);
+        let b = broadcast(
+            &arr(&[2, 1], &[1., 2.]),
+            &Shape::new(vec![3, 2, 2]),
+            &[1, 2],
+        );
+        assert_eq!(b.data(), &[1., 1., 2., 2., 1., 1., 2., 2., 1., 1., 2., 2.]);
     }
 
     #[test]
