@@ -28,6 +28,7 @@ import bench  # noqa: E402  (shared timing, checking and formatting helpers)
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 BATCH, SEQ, WIDTH, HEADS = 8, 128, 128, 4
 HEAD = WIDTH // HEADS
@@ -67,23 +68,37 @@ def jax_callable(mode, nargs):
 
 
 # ---------------------------------------------------------------- NumPy
+# Written as a NumPy user would for speed: projections as 2-D products over the (B T, D) rows,
+# heads as contiguous (B, H, T, d) stacks (NumPy's stacked matmul is slow on transposed views).
+
+
+def rows(t):
+    return t.reshape(BATCH * SEQ, -1)
 
 
 def split(t):
-    return t.reshape(BATCH, SEQ, HEADS, HEAD).transpose(0, 2, 1, 3)
+    """(B T, D) rows -> contiguous (B, H, T, d)."""
+    return np.ascontiguousarray(t.reshape(BATCH, SEQ, HEADS, HEAD).transpose(0, 2, 1, 3))
 
 
 def merge(t):
-    return t.transpose(0, 2, 1, 3).reshape(BATCH, SEQ, WIDTH)
+    """(B, H, T, d) -> (B T, D) rows."""
+    return np.ascontiguousarray(t.transpose(0, 2, 1, 3)).reshape(BATCH * SEQ, WIDTH)
+
+
+def tr(t):
+    """Contiguous transpose of the last two axes."""
+    return np.ascontiguousarray(t.transpose(0, 1, 3, 2))
 
 
 def np_forward_parts(x, Wq, bq, Wk, bk, Wv, bv, Wo, bo):
-    q, k, v = split(x @ Wq.T + bq), split(x @ Wk.T + bk), split(x @ Wv.T + bv)
-    s = (q @ k.transpose(0, 1, 3, 2)) * x.dtype.type(1 / math.sqrt(HEAD))
+    xr = rows(x)
+    q, k, v = split(xr @ Wq.T + bq), split(xr @ Wk.T + bk), split(xr @ Wv.T + bv)
+    s = (q @ tr(k)) * x.dtype.type(1 / math.sqrt(HEAD))
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     p = e / e.sum(axis=-1, keepdims=True)
     y = merge(p @ v)
-    return q, k, v, p, y, y @ Wo.T + bo
+    return xr, q, k, v, p, y, (y @ Wo.T + bo).reshape(BATCH, SEQ, WIDTH)
 
 
 def np_forward(*args):
@@ -91,23 +106,21 @@ def np_forward(*args):
 
 
 def np_value_and_grad(x, Wq, bq, Wk, bk, Wv, bv, Wo, bo):
-    q, k, v, p, y, out = np_forward_parts(x, Wq, bq, Wk, bk, Wv, bv, Wo, bo)
-    g = np.ones_like(out)  # dL/dout for L = sum(out)
-    rows = lambda t: t.reshape(-1, WIDTH)  # noqa: E731
-    gWo, gbo = rows(g).T @ rows(y), g.sum(axis=(0, 1))
+    xr, q, k, v, p, y, out = np_forward_parts(x, Wq, bq, Wk, bk, Wv, bv, Wo, bo)
+    g = np.ones((BATCH * SEQ, WIDTH), x.dtype)  # dL/dout for L = sum(out)
+    gWo, gbo = g.T @ y, g.sum(axis=0)
     gy = split(g @ Wo)
-    gp = gy @ v.transpose(0, 1, 3, 2)
-    gv = p.transpose(0, 1, 3, 2) @ gy
+    gp = gy @ tr(v)
+    gv = tr(p) @ gy
     gs = p * (gp - (gp * p).sum(axis=-1, keepdims=True))
     gs *= x.dtype.type(1 / math.sqrt(HEAD))
-    gq, gk = merge(gs @ k), merge(gs.transpose(0, 1, 3, 2) @ q)
-    gv = merge(gv)
+    gq, gk, gv = merge(gs @ k), merge(tr(gs) @ q), merge(gv)
     grads = []
-    gx = np.zeros_like(x)
+    gx = np.zeros_like(xr)
     for gt, W in ((gq, Wq), (gk, Wk), (gv, Wv)):
-        grads += [rows(gt).T @ rows(x), gt.sum(axis=(0, 1))]
+        grads += [gt.T @ xr, gt.sum(axis=0)]
         gx += gt @ W
-    return out.sum(), (gx, *grads, gWo, gbo)
+    return out.sum(), (gx.reshape(x.shape), *grads, gWo, gbo)
 
 
 NUMPY = {"forward": np_forward, "value_and_grad": np_value_and_grad}
@@ -116,7 +129,7 @@ NUMPY = {"forward": np_forward, "value_and_grad": np_value_and_grad}
 # ---------------------------------------------------------------- run
 
 
-def run_peers(budget, samples):
+def run_peers(budget, samples, numpy_threads):
     records = []
     args = inputs(np.float32)
     jargs = [jax.device_put(a) for a in args]  # host->device copy excluded
@@ -129,7 +142,9 @@ def run_peers(budget, samples):
             ("jax_jit", lambda: jax.block_until_ready(jfn(*jargs))),
             ("numpy", lambda: npfn(*args)),
         ):
-            secs, inner = bench.measure(call, budget, samples)
+            limit = numpy_threads if library == "numpy" else None
+            with threadpool_limits(limits=limit, user_api="blas"):
+                secs, inner = bench.measure(call, budget, samples)
             records.append(dict(workload="attention", size=SIZE, dtype="f32", mode=mode,
                                 library=library, seconds=secs, samples=samples,
                                 inner_loops=inner))
@@ -142,11 +157,16 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer, shorter samples")
     p.add_argument("--json", metavar="FILE", help="also write raw results as JSON")
+    p.add_argument("--numpy-threads", type=int, metavar="N",
+                   help="limit NumPy's BLAS to N threads (default: its own choice); on a "
+                        "busy machine OpenBLAS's spinning threads can slow it many times over")
     args = p.parse_args()
     budget, samples = (0.3, 5) if args.quick else (1.5, 15)
 
     machine = common.machine_info()
-    peers = run_peers(budget, samples)
+    if args.numpy_threads:
+        machine["blas"] += f", limited to {args.numpy_threads} thread(s) for NumPy"
+    peers = run_peers(budget, samples, args.numpy_threads)
     os.environ.setdefault("CATML_TIMINGS_CMD",
                           DEFAULT_CATML_CMD + (" -- --quick" if args.quick else ""))
     catml, catml_error = bench.run_catml()

@@ -9,6 +9,8 @@
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use super::dispatch::{eval_float, same_float_pair, FloatKernel};
 use super::rows::dot_of;
 use super::softmax::expand;
@@ -25,37 +27,49 @@ pub struct SoftmaxPullback {
     pub scale: f64,
 }
 
+/// Below this many elements the kernel runs on one thread.
+const PARALLEL_MIN: usize = 1 << 16;
+
+/// One (len, inner) block: out = c y (v - sum over the block's rows of y v).
+fn block<T: Float>(y: &[T], v: &[T], out: &mut [T], inner: usize, c: T) {
+    if inner == 1 {
+        let s = dot_of(y, Some(v));
+        for ((o, &a), &b) in out.iter_mut().zip(y).zip(v) {
+            *o = c * a * (b - s);
+        }
+        return;
+    }
+    let mut s = vec![T::zero(); inner];
+    for (yr, vr) in y.chunks_exact(inner).zip(v.chunks_exact(inner)) {
+        for ((t, &a), &b) in s.iter_mut().zip(yr).zip(vr) {
+            *t = *t + a * b;
+        }
+    }
+    for ((yr, vr), or) in y
+        .chunks_exact(inner)
+        .zip(v.chunks_exact(inner))
+        .zip(out.chunks_exact_mut(inner))
+    {
+        for i in 0..inner {
+            or[i] = c * yr[i] * (vr[i] - s[i]);
+        }
+    }
+}
+
 impl FloatKernel for SoftmaxPullback {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let (_, len, inner) = split_at_axis(x[0].dims(), self.axis);
         let c = T::from_f64(self.scale);
         let (y, v) = (x[0].data(), x[1].data());
+        let n = len * inner;
         let mut out = vec![T::zero(); y.len()];
-        let block = len * inner;
-        let mut s = vec![T::zero(); inner];
-        for ((yb, vb), ob) in y
-            .chunks_exact(block)
-            .zip(v.chunks_exact(block))
-            .zip(out.chunks_exact_mut(block))
-        {
-            if inner == 1 {
-                s[0] = dot_of(yb, Some(vb));
-            } else {
-                s.iter_mut().for_each(|t| *t = T::zero());
-                for (yr, vr) in yb.chunks_exact(inner).zip(vb.chunks_exact(inner)) {
-                    for ((t, &a), &b) in s.iter_mut().zip(yr).zip(vr) {
-                        *t = *t + a * b;
-                    }
-                }
-            }
-            for ((yr, vr), or) in yb
-                .chunks_exact(inner)
-                .zip(vb.chunks_exact(inner))
-                .zip(ob.chunks_exact_mut(inner))
-            {
-                for i in 0..inner {
-                    or[i] = c * yr[i] * (vr[i] - s[i]);
-                }
+        if y.len() >= PARALLEL_MIN {
+            out.par_chunks_mut(n)
+                .zip(y.par_chunks(n).zip(v.par_chunks(n)))
+                .for_each(|(o, (a, b))| block(a, b, o, inner, c));
+        } else {
+            for ((o, a), b) in out.chunks_mut(n).zip(y.chunks(n)).zip(v.chunks(n)) {
+                block(a, b, o, inner, c);
             }
         }
         Ok(Array::new(x[0].shape().clone(), out).expect("same shape"))
