@@ -70,3 +70,4 @@ pub mod nn;
 pub mod prim;
 pub mod tensor;
 pub mod trace;
+pub mod transform;

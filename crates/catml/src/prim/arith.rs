@@ -129,6 +129,10 @@ impl Primitive for Sub {
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(u), Some(b.neg(u)?)])
     }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        // x + (-1) y
+        Some(b.scale(x[1], -1.0).and_then(|n| b.add(x[0], n)))
+    }
 }
 
 /// -x; pullback -u.
@@ -182,6 +186,10 @@ impl Primitive for Neg {
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(b.neg(u)?)])
+    }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        // (-1) x
+        Some(b.scale(x[0], -1.0))
     }
 }
 

@@ -30,6 +30,24 @@ mod unary;
 mod window;
 mod window_lower;
 
+// Composites: each has a fast kernel and a lowering towards the core fragment.
+pub mod attention;
+mod attention_mask;
+mod batch_matmul;
+mod cross_entropy;
+mod layer_norm;
+mod masked_softmax;
+mod mse;
+mod one_hot;
+pub mod recurrent;
+mod reduce_max;
+mod rows;
+mod sdpa;
+mod slices;
+mod softmax;
+mod softmax_pullback;
+mod take;
+
 use std::sync::{Arc, OnceLock};
 
 pub use arith::{sum_terms, Add, Mul, Neg, Sub};
@@ -52,6 +70,19 @@ pub use reduce::Sum;
 pub use stop_gradient::StopGradient;
 pub use sum_pool::{SumPool2d, SumPool2dTranspose};
 pub use unary::{Exp, Log, Reciprocal, Relu, Rsqrt, Sigmoid, Step, Tanh};
+
+pub use attention_mask::AttentionMask;
+pub use batch_matmul::BatchMatMul;
+pub use cross_entropy::CrossEntropy;
+pub use layer_norm::LayerNorm;
+pub use masked_softmax::MaskedSoftmax;
+pub use mse::Mse;
+pub use one_hot::OneHot;
+pub use reduce_max::{MaxWeights, ReduceMax};
+pub use sdpa::Sdpa;
+pub use softmax::{LogSoftmax, Softmax};
+pub use softmax_pullback::SoftmaxPullback;
+pub use take::{ScatterRows, Take};
 
 use crate::ir::{AttrReader, Attrs, Builder, Prim, Registry, TypeError, Var};
 use crate::tensor::{DType, Shape, Tensor, TensorType};
@@ -83,7 +114,22 @@ pub fn registry() -> Registry {
     sum_pool::register(&mut r);
     avg_pool::register(&mut r);
     max_pool::register(&mut r);
+    register_composites(&mut r);
     r
+}
+
+fn register_composites(r: &mut Registry) {
+    batch_matmul::register(r);
+    cross_entropy::register(r);
+    layer_norm::register(r);
+    masked_softmax::register(r);
+    mse::register(r);
+    one_hot::register(r);
+    reduce_max::register(r);
+    sdpa::register(r);
+    softmax::register(r);
+    softmax_pullback::register(r);
+    take::register(r);
 }
 
 /// The built-in registry, made once.
@@ -244,6 +290,91 @@ pub trait Ops {
     fn scale(&mut self, x: Var, c: f64) -> Result<Var, TypeError> {
         let k = self.full_like(c, x)?;
         self.mul(x, k)
+    }
+
+    // Composites.
+
+    /// Max over `axes` (all axes if `None`); ties share the derivative equally.
+    fn reduce_max(&mut self, x: Var, axes: Option<Vec<usize>>) -> Result<Var, TypeError> {
+        self.op(Arc::new(ReduceMax::new(axes)), &[x])
+    }
+    /// The tie-sharing weights of `reduce_max` (zero derivative).
+    fn max_weights(&mut self, x: Var, axes: Option<Vec<usize>>) -> Result<Var, TypeError> {
+        self.op(Arc::new(MaxWeights::new(axes)), &[x])
+    }
+    fn softmax(&mut self, x: Var, axis: usize) -> Result<Var, TypeError> {
+        self.op(Arc::new(Softmax { axis }), &[x])
+    }
+    fn log_softmax(&mut self, x: Var, axis: usize) -> Result<Var, TypeError> {
+        self.op(Arc::new(LogSoftmax { axis }), &[x])
+    }
+    /// c y (v - sum_axis(y v)): the derivative of softmax(c x) at output y applied to v.
+    fn softmax_pullback(
+        &mut self,
+        y: Var,
+        v: Var,
+        axis: usize,
+        scale: f64,
+    ) -> Result<Var, TypeError> {
+        self.op(Arc::new(SoftmaxPullback { axis, scale }), &[y, v])
+    }
+    /// Softmax of `scale` times (B, H, Tq, Tk) scores over each query row's allowed keys.
+    fn masked_softmax(
+        &mut self,
+        s: Var,
+        mask: AttentionMask,
+        scale: f64,
+    ) -> Result<Var, TypeError> {
+        self.op(Arc::new(MaskedSoftmax { mask, scale }), &[s])
+    }
+    /// One matrix product per index of the shared leading dims.
+    fn batch_matmul(
+        &mut self,
+        a: Var,
+        b: Var,
+        transpose_a: bool,
+        transpose_b: bool,
+    ) -> Result<Var, TypeError> {
+        self.op(
+            Arc::new(BatchMatMul::new(transpose_a, transpose_b)),
+            &[a, b],
+        )
+    }
+    /// Scaled dot-product attention of (B, H, T, d) queries, keys and values.
+    fn sdpa(&mut self, q: Var, k: Var, v: Var, mask: AttentionMask) -> Result<Var, TypeError> {
+        self.op(Arc::new(Sdpa::new(mask)), &[q, k, v])
+    }
+    /// Mean-variance normalisation over `axes`; `affine` = Some((gamma, beta)).
+    fn layer_norm(
+        &mut self,
+        x: Var,
+        axes: Vec<usize>,
+        eps: f64,
+        affine: Option<(Var, Var)>,
+    ) -> Result<Var, TypeError> {
+        match affine {
+            None => self.op(Arc::new(LayerNorm::new(axes, eps, false)), &[x]),
+            Some((g, b)) => self.op(Arc::new(LayerNorm::new(axes, eps, true)), &[x, g, b]),
+        }
+    }
+    /// Mean cross-entropy of (B, C) logits against i64 labels (B).
+    fn cross_entropy(&mut self, logits: Var, labels: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(CrossEntropy), &[logits, labels])
+    }
+    /// Mean squared error of two equal-typed values.
+    fn mse(&mut self, a: Var, b: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Mse), &[a, b])
+    }
+    /// Rows of a (V, D) table at runtime i64 indices: (..., D).
+    fn take(&mut self, table: Var, indices: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Take), &[table, indices])
+    }
+    /// The transpose of `take`: rows of `u` added into a (rows, D) result at `indices`.
+    fn scatter_rows(&mut self, u: Var, indices: Var, rows: usize) -> Result<Var, TypeError> {
+        self.op(Arc::new(ScatterRows { rows }), &[u, indices])
+    }
+    fn one_hot(&mut self, indices: Var, classes: usize, dtype: DType) -> Result<Var, TypeError> {
+        self.op(Arc::new(OneHot { classes, dtype }), &[indices])
     }
 }
 

@@ -263,6 +263,16 @@ impl Primitive for Sigmoid {
         let s = logistic_slope(b, y)?;
         Ok(vec![Some(b.mul(u, s)?)])
     }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        // sigmoid(x) = (1 + tanh(x / 2)) / 2, an identity that stays finite for every x.
+        Some((|| {
+            let half = b.scale(x[0], 0.5)?;
+            let t = b.tanh(half)?;
+            let t = b.scale(t, 0.5)?;
+            let c = b.full_like(0.5, t)?;
+            b.add(t, c)
+        })())
+    }
 }
 
 /// max(x, 0). Derivative: `step(x)`, one on positive inputs and zero on nonpositive ones

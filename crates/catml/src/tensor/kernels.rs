@@ -58,7 +58,8 @@ fn coalesce(dims: &[usize], sa: &[usize], sb: &[usize]) -> (Vec<usize>, Vec<usiz
         b.push(sb[i]);
     }
     if d.is_empty() {
-        return (vec![1], vec![0], vec![0]);
+        // A single element: any stride reads it; 1 keeps both walks' runs contiguous.
+        return (vec![1], vec![1], vec![1]);
     }
     (d, a, b)
 }
@@ -394,7 +395,13 @@ pub fn gemm<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Vec<T> {
     // SAFETY: the buffer has room for m * n elements, and without `accumulate` every one of
     // them is written and none is read.
     unsafe {
-        gemm_raw(c.as_mut_ptr(), a, b, false, a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN);
+        gemm_raw(
+            c.as_mut_ptr(),
+            a,
+            b,
+            false,
+            a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN,
+        );
         c.set_len(len);
     }
     c

@@ -5,6 +5,7 @@
 
 mod array;
 mod dtype;
+pub mod exp;
 pub mod fastmath;
 mod json;
 pub mod kernels;

@@ -1,0 +1,95 @@
+//! The attention workload shared by `benches/attention.rs` and `examples/attention_timings.rs`:
+//! one self-attention block (batch 8, sequence 128, width 128, 4 heads, no mask) with affine
+//! projections; `forward` evaluates it, `value_and_grad` evaluates the reverse program of the
+//! sum of its output (the value and the gradient with respect to every input).
+
+use catml::ad::vjp;
+use catml::interp::eval;
+use catml::ir::{Builder, InputKind, Program};
+use catml::prim::attention::{multi_head_attention, AttentionSpec, AttentionWeights};
+use catml::prim::{AttentionMask, Ops};
+use catml::tensor::{DType, Tensor, TensorType};
+use rand::{RngExt, SeedableRng};
+
+pub const BATCH: usize = 8;
+pub const SEQ: usize = 128;
+pub const WIDTH: usize = 128;
+pub const HEADS: usize = 4;
+
+pub struct Workload {
+    pub forward: Program,
+    pub backward: Program,
+    pub inputs: Vec<Tensor>,
+    /// The inputs followed by the seed 1 of the scalar loss.
+    pub backward_inputs: Vec<Tensor>,
+}
+
+impl Workload {
+    pub fn new(dtype: DType) -> Workload {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+        let mut b = Builder::new();
+        let mut inputs = Vec::new();
+        let mut add = |b: &mut Builder, name: &str, dims: &[usize], scale: f64, kind| {
+            let ty = TensorType::new(dtype, dims.to_vec());
+            let data = (0..ty.numel())
+                .map(|_| scale * (2.0 * rng.random::<f64>() - 1.0))
+                .collect();
+            inputs.push(Tensor::from_f64s(dtype, dims.to_vec(), data).unwrap());
+            b.input(name, ty, kind).unwrap()
+        };
+        let x = add(&mut b, "x", &[BATCH, SEQ, WIDTH], 1.0, InputKind::Data);
+        let s = 1.0 / (WIDTH as f64).sqrt();
+        let mut w = Vec::new();
+        for name in ["q", "k", "v", "o"] {
+            w.push(add(
+                &mut b,
+                &format!("W{name}"),
+                &[WIDTH, WIDTH],
+                s,
+                InputKind::Param,
+            ));
+            w.push(add(
+                &mut b,
+                &format!("b{name}"),
+                &[WIDTH],
+                s,
+                InputKind::Param,
+            ));
+        }
+        let weights = AttentionWeights {
+            wq: w[0],
+            bq: w[1],
+            wk: w[2],
+            bk: w[3],
+            wv: w[4],
+            bv: w[5],
+            wo: w[6],
+            bo: w[7],
+        };
+        let spec = AttentionSpec {
+            heads: HEADS,
+            mask: AttentionMask::none(),
+        };
+        let y = multi_head_attention(&mut b, x, x, &weights, &spec).unwrap();
+        let mut lb = b.clone();
+        let forward = b.finish(&[y]).unwrap();
+        let l = lb.sum(y, None).unwrap();
+        let backward = vjp(&lb.finish(&[l]).unwrap()).unwrap().program;
+        let mut backward_inputs = inputs.clone();
+        backward_inputs.push(Tensor::scalar(dtype, 1.0));
+        Workload {
+            forward,
+            backward,
+            inputs,
+            backward_inputs,
+        }
+    }
+
+    pub fn forward(&self) -> Vec<Tensor> {
+        eval(&self.forward, &self.inputs).unwrap()
+    }
+
+    pub fn value_and_grad(&self) -> Vec<Tensor> {
+        eval(&self.backward, &self.backward_inputs).unwrap()
+    }
+}

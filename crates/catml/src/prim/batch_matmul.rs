@@ -1,0 +1,259 @@
+//! batch_matmul {"transpose_a", "transpose_b"}: (..., m, k) x (..., k, n) -> (..., m, n), one
+//! matrix product per index of the shared leading (batch) dims, either operand optionally read
+//! transposed in its last two dims. Pullback per slice as for matmul: (u op(B)^T, op(A)^T u).
+//! Lowering: each slice is selected by a fixed gather, multiplied by rank-2 matmul and the
+//! results are concatenated.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::dispatch::{arity, eval_float, float_operand, FloatKernel};
+use super::matmul::MatMul;
+use super::Ops;
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
+use crate::tensor::kernels::{gemm_into, gemm_into_serial, MatRef};
+use crate::tensor::{Array, Float, Shape, Tensor, TensorType};
+
+/// Below this many multiply-adds in all, the slices run on one thread.
+const PARALLEL_MIN: usize = 1 << 18;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchMatMul {
+    pub transpose_a: bool,
+    pub transpose_b: bool,
+}
+
+/// Sizes of one product: batch count and (m, k, n).
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    batch: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+impl BatchMatMul {
+    pub fn new(transpose_a: bool, transpose_b: bool) -> BatchMatMul {
+        BatchMatMul {
+            transpose_a,
+            transpose_b,
+        }
+    }
+
+    fn sizes(&self, a: &[usize], b: &[usize]) -> Sizes {
+        let r = a.len();
+        let (m, k) = if self.transpose_a {
+            (a[r - 1], a[r - 2])
+        } else {
+            (a[r - 2], a[r - 1])
+        };
+        let n = if self.transpose_b { b[r - 2] } else { b[r - 1] };
+        Sizes {
+            batch: a[..r - 2].iter().product(),
+            m,
+            k,
+            n,
+        }
+    }
+
+    /// Slice `i` of an operand stored row-major as (rows, cols) per slice.
+    fn slice<'a, T>(data: &'a [T], i: usize, rows: usize, cols: usize, t: bool) -> MatRef<'a, T> {
+        let d = &data[i * rows * cols..(i + 1) * rows * cols];
+        if t {
+            MatRef::transpose_of(d, rows, cols)
+        } else {
+            MatRef::new(d, rows, cols)
+        }
+    }
+}
+
+impl FloatKernel for BatchMatMul {
+    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        let s = self.sizes(x[0].dims(), x[1].dims());
+        let (ad, bd) = (x[0].data(), x[1].data());
+        let (ar, ac) = if self.transpose_a {
+            (s.k, s.m)
+        } else {
+            (s.m, s.k)
+        };
+        let (br, bc) = if self.transpose_b {
+            (s.n, s.k)
+        } else {
+            (s.k, s.n)
+        };
+        let mut out = vec![T::zero(); s.batch * s.m * s.n];
+        let product = |i: usize, c: &mut [T], serial: bool| {
+            let a = Self::slice(ad, i, ar, ac, self.transpose_a);
+            let b = Self::slice(bd, i, br, bc, self.transpose_b);
+            if serial {
+                gemm_into_serial(c, a, b, false);
+            } else {
+                gemm_into(c, a, b, false);
+            }
+        };
+        let work = s.batch * s.m * s.n * s.k;
+        if s.batch > 1 && work >= PARALLEL_MIN {
+            out.par_chunks_mut(s.m * s.n)
+                .enumerate()
+                .for_each(|(i, c)| product(i, c, true));
+        } else {
+            for (i, c) in out.chunks_mut(s.m * s.n).enumerate() {
+                product(i, c, false);
+            }
+        }
+        let r = x[0].dims().len();
+        let mut dims = x[0].dims()[..r - 2].to_vec();
+        dims.extend([s.m, s.n]);
+        Ok(Array::new(Shape::new(dims), out).expect("batch * m * n elements"))
+    }
+}
+
+impl Primitive for BatchMatMul {
+    fn name(&self) -> &str {
+        "batch_matmul"
+    }
+    fn attrs(&self) -> Attrs {
+        let mut a = Attrs::new();
+        if self.transpose_a {
+            a.insert("transpose_a".into(), true.into());
+        }
+        if self.transpose_b {
+            a.insert("transpose_b".into(), true.into());
+        }
+        a
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 2)?;
+        float_operand(inputs, 0)?;
+        let (a, b) = (&inputs[0], &inputs[1]);
+        if a.rank() < 3 {
+            return Err(TypeError::Operand {
+                index: 0,
+                expected: "rank >= 3 (batch dims, then a matrix)".to_string(),
+                found: a.clone(),
+            });
+        }
+        let r = a.rank();
+        if b.dtype != a.dtype || b.rank() != r || b.dims()[..r - 2] != a.dims()[..r - 2] {
+            return Err(TypeError::Operand {
+                index: 1,
+                expected: format!(
+                    "{} of rank {r} with batch dims {:?}",
+                    a.dtype,
+                    &a.dims()[..r - 2]
+                ),
+                found: b.clone(),
+            });
+        }
+        let s = self.sizes(a.dims(), b.dims());
+        let k2 = if self.transpose_b {
+            b.dims()[r - 1]
+        } else {
+            b.dims()[r - 2]
+        };
+        if s.k != k2 {
+            return Err(TypeError::Invalid(format!(
+                "contraction sizes differ: {a} by {b} (inner {} vs {k2})",
+                s.k
+            )));
+        }
+        let mut dims = a.dims()[..r - 2].to_vec();
+        dims.extend([s.m, s.n]);
+        Ok(TensorType::new(a.dtype, dims))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        eval_float(self, x)
+    }
+    fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
+        let s = self.sizes(inputs[0].dims(), inputs[1].dims());
+        2 * output.numel() as u64 * s.k as u64
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        let left = dx[0]
+            .map(|d| b.op(Arc::new(*self), &[d, x[1]]))
+            .transpose()?;
+        let right = dx[1]
+            .map(|d| b.op(Arc::new(*self), &[x[0], d]))
+            .transpose()?;
+        super::sum_terms(b, &[left, right])
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        // As for matmul, slice by slice.
+        let (ta, tb) = (self.transpose_a, self.transpose_b);
+        let da = if ta {
+            b.batch_matmul(x[1], u, tb, true)?
+        } else {
+            b.batch_matmul(u, x[1], false, !tb)?
+        };
+        let db = if tb {
+            b.batch_matmul(u, x[0], true, ta)?
+        } else {
+            b.batch_matmul(x[0], u, !ta, false)?
+        };
+        Ok(vec![Some(da), Some(db)])
+    }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        Some((|| {
+            let (at, bt) = (b.ty(x[0]).clone(), b.ty(x[1]).clone());
+            let r = at.rank();
+            let s = self.sizes(at.dims(), bt.dims());
+            let last2 = |t: &TensorType| [t.dims()[r - 2], t.dims()[r - 1]];
+            let (ad, bd) = (last2(&at), last2(&bt));
+            let a3 = b.reshape(x[0], [s.batch, ad[0], ad[1]])?;
+            let b3 = b.reshape(x[1], [s.batch, bd[0], bd[1]])?;
+            let mut parts = Vec::with_capacity(s.batch);
+            for i in 0..s.batch {
+                let ai = b.gather(a3, 0, vec![i])?;
+                let ai = b.reshape(ai, ad)?;
+                let bi = b.gather(b3, 0, vec![i])?;
+                let bi = b.reshape(bi, bd)?;
+                let ci = b.op(
+                    Arc::new(MatMul::new(self.transpose_a, self.transpose_b)),
+                    &[ai, bi],
+                )?;
+                parts.push(b.reshape(ci, [1, s.m, s.n])?);
+            }
+            let c = if parts.len() == 1 {
+                parts[0]
+            } else {
+                b.concat(&parts, 0)?
+            };
+            let mut dims = at.dims()[..r - 2].to_vec();
+            dims.extend([s.m, s.n]);
+            b.reshape(c, dims)
+        })())
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register("batch_matmul", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let flag = |a: &mut AttrReader, key| -> Result<bool, TypeError> {
+            match a.get(key) {
+                None => Ok(false),
+                Some(v) => v
+                    .as_bool()
+                    .ok_or_else(|| TypeError::attr(key, format!("expected a boolean, found {v}"))),
+            }
+        };
+        let transpose_a = flag(&mut a, "transpose_a")?;
+        let transpose_b = flag(&mut a, "transpose_b")?;
+        a.finish()?;
+        Ok(Arc::new(BatchMatMul::new(transpose_a, transpose_b)) as Prim)
+    });
+}

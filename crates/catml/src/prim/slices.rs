@@ -1,0 +1,103 @@
+//! Reductions and normalisations over a chosen set of axes: the reduced axes are moved to the
+//! back (a permutation, skipped when they already are), so every slice is one contiguous run.
+
+use crate::ir::TypeError;
+use crate::tensor::{kernels, Array, Element, Shape, TensorType};
+
+/// The reduced axes, sorted; absent means every axis. Rejects repeats, out-of-range axes and
+/// (with `nonempty`) an empty list, naming the attribute `key`.
+pub(crate) fn check_axes(
+    ty: &TensorType,
+    axes: Option<&[usize]>,
+    key: &str,
+    nonempty: bool,
+) -> Result<Vec<usize>, TypeError> {
+    let rank = ty.rank();
+    let mut sorted: Vec<usize> = match axes {
+        None => (0..rank).collect(),
+        Some(a) => a.to_vec(),
+    };
+    sorted.sort_unstable();
+    if let Some(&bad) = sorted.iter().find(|&&a| a >= rank) {
+        return Err(TypeError::attr(
+            key,
+            format!("axis {bad} is out of range for {ty}"),
+        ));
+    }
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(TypeError::attr(key, format!("axis {} is repeated", w[0])));
+    }
+    if nonempty && sorted.is_empty() {
+        return Err(TypeError::attr(
+            key,
+            format!("expected at least one axis of {ty}, found none"),
+        ));
+    }
+    Ok(sorted)
+}
+
+/// The axes of a rank-`rank` tensor not in `axes`, in order.
+pub(crate) fn kept(rank: usize, axes: &[usize]) -> Vec<usize> {
+    (0..rank).filter(|i| !axes.contains(i)).collect()
+}
+
+/// Kept axes first, then the reduced ones (both in order).
+fn to_back(rank: usize, axes: &[usize]) -> Vec<usize> {
+    let mut perm = kept(rank, axes);
+    perm.extend_from_slice(axes);
+    perm
+}
+
+fn is_identity(perm: &[usize]) -> bool {
+    perm.iter().enumerate().all(|(i, &p)| i == p)
+}
+
+/// The array with `axes` moved to the back, and the slice length (product of their sizes).
+fn reduced_last<T: Element>(a: &Array<T>, axes: &[usize]) -> (Array<T>, usize) {
+    let perm = to_back(a.dims().len(), axes);
+    let m = axes.iter().map(|&i| a.dims()[i]).product();
+    if is_identity(&perm) {
+        (a.clone(), m)
+    } else {
+        (kernels::permute(a, &perm), m)
+    }
+}
+
+/// One value per slice: the result has the kept dims.
+pub(crate) fn reduce_slices<T: Element>(
+    a: &Array<T>,
+    axes: &[usize],
+    mut f: impl FnMut(&[T]) -> T,
+) -> Array<T> {
+    let (moved, m) = reduced_last(a, axes);
+    let out: Vec<T> = moved.data().chunks(m).map(&mut f).collect();
+    let dims: Vec<usize> = kept(a.dims().len(), axes)
+        .iter()
+        .map(|&i| a.dims()[i])
+        .collect();
+    Array::new(Shape::new(dims), out).expect("one value per slice")
+}
+
+/// A slice-to-slice map: `f(input slice, output slice)`; the result has the operand's shape.
+pub(crate) fn map_slices<T: Element>(
+    a: &Array<T>,
+    axes: &[usize],
+    mut f: impl FnMut(&[T], &mut [T]),
+) -> Array<T> {
+    let rank = a.dims().len();
+    let perm = to_back(rank, axes);
+    let (moved, m) = reduced_last(a, axes);
+    let mut out = vec![T::zero(); moved.len()];
+    for (x, y) in moved.data().chunks(m).zip(out.chunks_mut(m)) {
+        f(x, y);
+    }
+    let out = Array::new(moved.shape().clone(), out).expect("same length");
+    if is_identity(&perm) {
+        return out;
+    }
+    let mut inverse = vec![0; rank];
+    for (i, &p) in perm.iter().enumerate() {
+        inverse[p] = i;
+    }
+    kernels::permute(&out, &inverse)
+}
