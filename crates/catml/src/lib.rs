@@ -1,5 +1,6 @@
 pub mod ad;
 pub mod interp;
 pub mod ir;
+pub mod optim;
 pub mod prim;
 pub mod tensor;
