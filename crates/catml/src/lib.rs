@@ -1,4 +1,5 @@
 pub mod ad;
+pub mod diagram;
 pub mod interp;
 pub mod ir;
 pub mod optim;
