@@ -5,3 +5,4 @@ pub mod ir;
 pub mod optim;
 pub mod prim;
 pub mod tensor;
+pub mod train;
