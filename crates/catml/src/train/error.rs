@@ -72,6 +72,11 @@ pub enum TrainError {
     Params { path: String, source: ParamsError },
     #[error("checkpoint {path}: {reason}")]
     Checkpoint { path: String, reason: String },
+    #[error("{path}: {source}")]
+    Spec {
+        path: String,
+        source: super::spec::SpecError,
+    },
     #[error("{path}: {reason}")]
     Output { path: String, reason: String },
 }

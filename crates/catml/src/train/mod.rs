@@ -14,6 +14,8 @@ mod init;
 mod metrics;
 mod plot;
 mod progress;
+mod setup;
+pub mod spec;
 mod table;
 mod trainer;
 
@@ -24,5 +26,6 @@ pub use init::initialise;
 pub use metrics::{from_json_lines, to_json_lines, write_metrics, EpochMetrics};
 pub use plot::{loss_curve_svg, write_plot};
 pub use progress::Progress;
+pub use setup::{prepare, run_spec, Run, RunOptions};
 pub use table::Table;
 pub use trainer::{Outputs, Trainer};
