@@ -62,27 +62,23 @@ pub struct Compiled {
     batch: usize,
 }
 
-/// Inlines `p` reading `data` for its data inputs; its parameters are the builder's inputs of
-/// the same name (declared on first use), so every use of an arrow reads one set of weights.
+/// Inlines `p` reading `data` for its data inputs and, for its parameters, the builder's
+/// parameter inputs of the same name (all declared before any node, so no node can take a
+/// parameter's name): every use of an arrow reads one set of weights.
 fn inline_shared(b: &mut Builder, p: &Program, data: &[Var]) -> Result<Vec<Var>, DiagramError> {
-    let fail = |source| DiagramError::Build {
+    let mut data = data.iter();
+    let args: Vec<Var> = p
+        .inputs()
+        .iter()
+        .map(|input| match input.kind {
+            InputKind::Data => *data.next().expect("one data value per data input"),
+            InputKind::Param => b.lookup(&input.name).expect("declared up front"),
+        })
+        .collect();
+    b.inline(p, &args).map_err(|source| DiagramError::Build {
         place: "the loss".to_string(),
         source,
-    };
-    let mut data = data.iter();
-    let mut args = Vec::with_capacity(p.n_inputs());
-    for input in p.inputs() {
-        args.push(match input.kind {
-            InputKind::Data => *data.next().expect("one data value per data input"),
-            InputKind::Param => match b.lookup(&input.name) {
-                Some(v) => v,
-                None => b
-                    .input(&input.name, input.ty.clone(), InputKind::Param)
-                    .map_err(fail)?,
-            },
-        });
-    }
-    b.inline(p, &args).map_err(fail)
+    })
 }
 
 impl Diagram {
@@ -143,6 +139,27 @@ impl Diagram {
                 .map_err(build)?;
             weight_vars.push(v);
             sources.push(Source::Weight(t.name().to_string()));
+        }
+
+        // The parameters of every arrow a term uses, in order of first use.
+        for t in self.terms() {
+            let paths = match t {
+                Term::Equation(e) => vec![&e.left, &e.right],
+                Term::Supervised(s) => vec![&s.path],
+            };
+            for name in paths.into_iter().flat_map(|p| p.arrows()) {
+                let i = self
+                    .arrows()
+                    .iter()
+                    .position(|a| a.name() == name)
+                    .expect("resolved");
+                for input in self.programs[i].inputs() {
+                    if input.kind == InputKind::Param && b.lookup(&input.name).is_none() {
+                        b.input(&input.name, input.ty.clone(), InputKind::Param)
+                            .map_err(build)?;
+                    }
+                }
+            }
         }
 
         let mut values = Vec::new();
