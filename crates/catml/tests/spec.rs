@@ -337,3 +337,41 @@ fn a_term_on_an_object_without_data_is_named() {
         "supervised[0].path: object \"S\" has no columns or labels"
     );
 }
+
+#[test]
+fn arrow_parameters_can_come_from_safetensors() {
+    use catml::tensor::{Params, Tensor};
+    let dir = fixture("params");
+    let mut p = Params::new();
+    p.insert("W1", Tensor::f32([3, 2], vec![0.5; 6]).unwrap());
+    p.insert("b1", Tensor::f32([3], vec![0.25; 3]).unwrap());
+    p.insert("W2", Tensor::f32([1, 3], vec![-1.0; 3]).unwrap());
+    p.insert("b2", Tensor::f32([1], vec![2.0]).unwrap());
+    p.save(&dir.join("f.safetensors")).unwrap();
+    let with_file = SPEC.replace(
+        "module = \"f.json\"",
+        "module = \"f.json\"\nparams = \"f.safetensors\"",
+    );
+    let run = prepare(&Spec::parse(&with_file).unwrap(), &dir).unwrap();
+    let params = run.trainer.params();
+    assert_eq!(params.get("f.W1"), p.get("W1"));
+    assert_eq!(params.get("f.b2"), p.get("b2"));
+    // The other arrows are initialised from the seed: Glorot weights, zero biases.
+    assert_eq!(params.get("g.b1").unwrap().to_f64_vec(), vec![0.0; 3]);
+    assert!(params
+        .get("g.W1")
+        .unwrap()
+        .to_f64_vec()
+        .iter()
+        .all(|&w| w != 0.0));
+
+    p.insert("W2", Tensor::f32([2, 3], vec![0.0; 6]).unwrap());
+    p.save(&dir.join("f.safetensors")).unwrap();
+    let Err(e) = prepare(&Spec::parse(&with_file).unwrap(), &dir) else {
+        panic!("no error")
+    };
+    assert_eq!(
+        e.to_string(),
+        "arrows.f.params: parameter `W2` has a value of type f32[2, 3], expected f32[1, 3]"
+    );
+}
