@@ -253,6 +253,11 @@ pub fn run(command: Command) -> Result<String> {
                 "tangents": outputs_json(&p, tangent),
             })))
         }
+        Command::Train {
+            spec,
+            resume,
+            quiet,
+        } => crate::train::run(&spec, resume, quiet),
     }
 }
 

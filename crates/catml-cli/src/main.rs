@@ -6,6 +6,7 @@
 mod commands;
 mod dot;
 mod io;
+mod train;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -82,6 +83,16 @@ enum Command {
         /// JSON object mapping input names to tangents (missing: zero)
         #[arg(long)]
         tangents: PathBuf,
+    },
+    /// Train a diagram of modules described by a TOML spec; prints the last epoch's metrics
+    Train {
+        spec: PathBuf,
+        /// Continue from the spec's checkpoint if it exists
+        #[arg(long)]
+        resume: bool,
+        /// Never draw the progress bar
+        #[arg(long)]
+        quiet: bool,
     },
 }
 

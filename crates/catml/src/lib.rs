@@ -64,10 +64,13 @@
 //! that tracing exists.
 
 pub mod ad;
+pub mod diagram;
 pub mod interp;
 pub mod ir;
 pub mod nn;
+pub mod optim;
 pub mod prim;
 pub mod tensor;
 pub mod trace;
+pub mod train;
 pub mod transform;

@@ -1,0 +1,31 @@
+//! Training diagrams on data: CSV tables bound to objects, seeded shuffling and minibatches,
+//! optimiser steps on the diagram's one loss, per-epoch metrics as JSON lines, checkpoints that
+//! resume bit for bit, an SVG loss curve, and runs described by a TOML spec.
+//!
+//! Every output file is written through a temporary sibling and a rename, so an error never
+//! leaves a partial file. Nothing here prints to stdout; the progress bar draws on stderr.
+
+mod batches;
+mod checkpoint;
+mod dataset;
+mod error;
+mod evaluate;
+mod init;
+mod metrics;
+mod plot;
+mod progress;
+mod setup;
+pub mod spec;
+mod table;
+mod trainer;
+
+pub use dataset::{Columns, Dataset};
+pub use error::TrainError;
+pub use evaluate::Evaluation;
+pub use init::initialise;
+pub use metrics::{from_json_lines, to_json_lines, write_metrics, EpochMetrics};
+pub use plot::{loss_curve_svg, write_plot};
+pub use progress::Progress;
+pub use setup::{prepare, run_spec, Run, RunOptions};
+pub use table::Table;
+pub use trainer::{Outputs, Trainer};
