@@ -1,7 +1,7 @@
 //! Shared pieces of primitive rules: operand checks and dtype dispatch of generic kernels.
 
 use crate::ir::{KernelError, TypeError};
-use crate::tensor::{Array, DType, Element, Float, RArray, Tensor, TensorType};
+use crate::tensor::{kernels, Array, DType, Element, Float, RArray, Tensor, TensorType};
 
 /// Exactly `n` operands.
 pub fn arity(inputs: &[TensorType], n: usize) -> Result<(), TypeError> {
@@ -120,12 +120,12 @@ pub fn check_domain<T: Copy>(
 }
 
 /// An elementwise binary float operation, for kernels that write into an operand's buffer.
-pub trait FloatZip {
+pub trait FloatZip: Sync {
     fn apply<T: Float>(&self, a: T, b: T) -> T;
 }
 
 /// An elementwise unary float operation over a whole buffer, in place.
-pub trait FloatMapInPlace {
+pub trait FloatMapInPlace: Sync {
     fn apply_all<T: Float>(&self, buf: &mut [T]);
 }
 
@@ -135,15 +135,19 @@ fn zip_arrays<T: Float, K: FloatZip>(
     mut b: Array<T>,
 ) -> Result<Array<T>, (Array<T>, Array<T>)> {
     if let Some(d) = a.unique_data_mut() {
-        for (x, &y) in d.iter_mut().zip(b.data()) {
-            *x = k.apply(*x, y);
-        }
+        kernels::for_each_piece_with(d, b.data(), |d, b| {
+            for (x, &y) in d.iter_mut().zip(b) {
+                *x = k.apply(*x, y);
+            }
+        });
         return Ok(a);
     }
     if let Some(d) = b.unique_data_mut() {
-        for (y, &x) in d.iter_mut().zip(a.data()) {
-            *y = k.apply(x, *y);
-        }
+        kernels::for_each_piece_with(d, a.data(), |d, a| {
+            for (y, &x) in d.iter_mut().zip(a) {
+                *y = k.apply(x, *y);
+            }
+        });
         return Ok(b);
     }
     Err((a, b))
@@ -169,8 +173,14 @@ pub fn map_in_place<K: FloatMapInPlace>(k: &K, x: Vec<Tensor>) -> Result<Tensor,
     let mut x = x;
     if x.len() == 1 {
         let unique = match &mut x[0] {
-            Tensor::F32(a) => a.unique_data_mut().map(|d| k.apply_all(d)).is_some(),
-            Tensor::F64(a) => a.unique_data_mut().map(|d| k.apply_all(d)).is_some(),
+            Tensor::F32(a) => a
+                .unique_data_mut()
+                .map(|d| kernels::for_each_piece(d, |d| k.apply_all(d)))
+                .is_some(),
+            Tensor::F64(a) => a
+                .unique_data_mut()
+                .map(|d| kernels::for_each_piece(d, |d| k.apply_all(d)))
+                .is_some(),
             Tensor::I64(_) => false,
         };
         if unique {
