@@ -17,6 +17,20 @@ pub fn for_each_piece<T: Send>(a: &mut [T], f: impl Fn(&mut [T]) + Sync) {
     a.par_chunks_mut(a.len().div_ceil(threads)).for_each(&f);
 }
 
+/// `f(piece, offset of the piece in a)` over consecutive pieces of `a`, one per thread when
+/// `a` is large.
+pub fn for_each_piece_at<T: Send>(a: &mut [T], f: impl Fn(&mut [T], usize) + Sync) {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads();
+    if a.len() < PARALLEL_ELEMENTWISE_MIN || threads < 2 {
+        return f(a, 0);
+    }
+    let piece = a.len().div_ceil(threads);
+    a.par_chunks_mut(piece)
+        .enumerate()
+        .for_each(|(i, x)| f(x, i * piece));
+}
+
 /// `f(piece of a, matching piece of b)` over consecutive pieces of two equal-length slices,
 /// one per thread when they are large.
 pub fn for_each_piece_with<T: Send, U: Sync>(
@@ -319,6 +333,10 @@ impl<'a, T> MatRef<'a, T> {
 /// Below this many multiply-adds, a second thread costs more than it saves.
 const PARALLEL_GEMM_MIN: usize = 1 << 18;
 
+/// Nor does it help when a dimension is this thin: a (256, 10) x (10, 512) product took twice
+/// as long on two threads as on one.
+const PARALLEL_GEMM_MIN_DIM: usize = 32;
+
 /// At or below this many multiply-adds a plain loop beats the `gemm` crate's dispatch and
 /// packing.
 const DIRECT_GEMM_MAX: usize = 256;
@@ -350,7 +368,8 @@ unsafe fn gemm_raw<T: Float>(c: *mut T, a: MatRef<'_, T>, b: MatRef<'_, T>, accu
         }
         return;
     }
-    let parallelism = if m * n * k >= PARALLEL_GEMM_MIN {
+    let parallelism = if m * n * k >= PARALLEL_GEMM_MIN && m.min(n).min(k) >= PARALLEL_GEMM_MIN_DIM
+    {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
