@@ -235,30 +235,27 @@ impl Tensor {
 
     /// How many elements are NaN or infinite.
     pub fn count_non_finite(&self) -> usize {
-        // Exponent bits all set: infinite or NaN. An integer test, so the loop vectorises.
-        fn count_f32(d: &[f32]) -> usize {
-            d.iter()
-                .map(|x| (x.to_bits() & 0x7fff_ffff >= 0x7f80_0000) as usize)
-                .sum()
-        }
-        fn count_f64(d: &[f64]) -> usize {
-            d.iter()
-                .map(|x| (x.to_bits() & 0x7fff_ffff_ffff_ffff >= 0x7ff0_0000_0000_0000) as usize)
-                .sum()
-        }
+        use super::fastmath::{any_non_finite_f32, any_non_finite_f64};
+        // Almost every call finds none: a vectorised test first, counting only after a hit.
         // Every node's result is checked, so large ones are split across the thread pool.
-        fn split<T: Sync>(d: &[T], f: fn(&[T]) -> usize) -> usize {
+        fn split<T: super::Float>(d: &[T], any: fn(&[T]) -> bool) -> usize {
             use rayon::prelude::*;
             const PARALLEL_MIN: usize = 1 << 16;
             let threads = rayon::current_num_threads();
-            if d.len() < PARALLEL_MIN || threads < 2 {
-                return f(d);
+            let found = if d.len() < PARALLEL_MIN || threads < 2 {
+                any(d)
+            } else {
+                d.par_chunks(d.len().div_ceil(threads)).any(any)
+            };
+            if found {
+                d.iter().filter(|x| !x.is_finite()).count()
+            } else {
+                0
             }
-            d.par_chunks(d.len().div_ceil(threads)).map(f).sum()
         }
         match self {
-            Tensor::F32(a) => split(a.data(), count_f32),
-            Tensor::F64(a) => split(a.data(), count_f64),
+            Tensor::F32(a) => split(a.data(), any_non_finite_f32),
+            Tensor::F64(a) => split(a.data(), any_non_finite_f64),
             Tensor::I64(_) => 0,
         }
     }

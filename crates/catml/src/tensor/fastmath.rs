@@ -157,8 +157,38 @@ fn tanh_all_f32(src: &[f32]) -> Vec<f32> {
     map_all(src, tanhf)
 }
 
+/// Whether any element has all exponent bits set (infinite or NaN): an OR of integer tests,
+/// which vectorises, where counting would widen every lane to a usize.
+#[inline(always)]
+fn any_non_finite_f32_body(d: &[f32]) -> bool {
+    let mut acc = 0u32;
+    for x in d {
+        acc |= ((x.to_bits() & 0x7f80_0000) == 0x7f80_0000) as u32;
+    }
+    acc != 0
+}
+
+#[inline(always)]
+fn any_non_finite_f64_body(d: &[f64]) -> bool {
+    let mut acc = 0u64;
+    for x in d {
+        acc |= ((x.to_bits() & 0x7ff0_0000_0000_0000) == 0x7ff0_0000_0000_0000) as u64;
+    }
+    acc != 0
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn any_non_finite_f32(d: &[f32]) -> bool {
+        super::any_non_finite_f32_body(d)
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn any_non_finite_f64(d: &[f64]) -> bool {
+        super::any_non_finite_f64_body(d)
+    }
+
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn tanh_all_f64(src: &[f64]) -> Vec<f64> {
         super::tanh_all_f64(src)
@@ -178,6 +208,26 @@ mod avx2 {
     pub(super) unsafe fn tanh_assign_f32(buf: &mut [f32]) {
         super::tanh_assign_f32(buf)
     }
+}
+
+/// Whether any element is infinite or NaN.
+pub fn any_non_finite_f32(d: &[f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { avx2::any_non_finite_f32(d) };
+    }
+    any_non_finite_f32_body(d)
+}
+
+/// Whether any element is infinite or NaN.
+pub fn any_non_finite_f64(d: &[f64]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { avx2::any_non_finite_f64(d) };
+    }
+    any_non_finite_f64_body(d)
 }
 
 /// tanh of every element.
