@@ -52,7 +52,7 @@ fn tensor(v: &Value) -> Tensor {
     serde_json::from_value(v).expect("a tensor")
 }
 
-/// A scratch file unique to this test process.
+/// A scratch file unique to this test process (the test removes it when done).
 fn scratch(name: &str, contents: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("catml-ad-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -197,6 +197,10 @@ fn grad_with_cotangents_matches_the_closed_forms_and_jvp_by_adjointness() {
         "--tangents".as_ref(),
         tan.as_os_str(),
     ]);
+    for f in [&cot, &tan] {
+        std::fs::remove_file(f).unwrap();
+    }
+    std::fs::remove_dir(cot.parent().unwrap()).unwrap();
     assert_eq!(jvp["outputs"], out["outputs"]);
     let jv = tensor(&jvp["tangents"][0]).to_f64_vec();
     let lhs: f64 = g.iter().zip(&jv).map(|(a, b)| a * b).sum();

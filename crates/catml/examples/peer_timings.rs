@@ -3,15 +3,28 @@
 //! repeated samples after a warm-up, each measurement taking about one second (`--quick`: a
 //! fifth of that, with fewer samples).
 //!
-//! `cargo run --release -q -p catml --example peer_timings [-- --quick]`
+//! `cargo run --release -q -p catml --example peer_timings [-- --quick] [--only WORKLOAD]
+//! [--size SIZE] [--dtype f32|f64] [--cpu]`
 
 #[path = "../benches/workloads/mod.rs"]
 mod workloads;
 
 use std::time::Instant;
 
-/// Median seconds per call of `f`, with `samples` samples filling about `budget` seconds.
-fn measure(mut f: impl FnMut(), budget: f64, samples: usize) -> f64 {
+/// CPU seconds used so far by this process, all threads (from /proc/self/stat, in clock ticks
+/// of 10 ms: meaningful over a whole measurement, not one call). `None` off Linux.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// Median seconds per call of `f`, with `samples` samples filling about `budget` seconds, and
+/// the process CPU seconds per call over all samples.
+fn measure(mut f: impl FnMut(), budget: f64, samples: usize) -> (f64, Option<f64>) {
     for _ in 0..3 {
         f();
     }
@@ -19,6 +32,7 @@ fn measure(mut f: impl FnMut(), budget: f64, samples: usize) -> f64 {
     f();
     let once = t0.elapsed().as_secs_f64().max(1e-7);
     let inner = ((budget / samples as f64 / once).round() as usize).max(1);
+    let cpu0 = cpu_seconds();
     let mut times: Vec<f64> = (0..samples)
         .map(|_| {
             let t0 = Instant::now();
@@ -28,16 +42,33 @@ fn measure(mut f: impl FnMut(), budget: f64, samples: usize) -> f64 {
             t0.elapsed().as_secs_f64() / inner as f64
         })
         .collect();
+    let calls = (samples * inner) as f64;
+    let cpu = cpu0.zip(cpu_seconds()).map(|(a, b)| (b - a) / calls);
     times.sort_by(f64::total_cmp);
-    times[samples / 2]
+    (times[samples / 2], cpu)
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let option = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1).cloned())
+    };
+    let (only, size, dtype) = (option("--only"), option("--size"), option("--dtype"));
+    // Also report CPU time per call: under load, wall time says little about the work done.
+    let show_cpu = args.iter().any(|a| a == "--cpu");
     let (budget, samples) = if quick { (0.2, 5) } else { (1.0, 15) };
     for w in workloads::all() {
+        let skip = only.as_ref().is_some_and(|o| *o != w.workload)
+            || size.as_ref().is_some_and(|s| *s != w.size)
+            || dtype.as_ref().is_some_and(|d| d != w.dtype_str());
+        if skip {
+            continue;
+        }
         for mode in ["eval", "value_and_grad"] {
-            let seconds = match mode {
+            let (seconds, cpu) = match mode {
                 "eval" => measure(|| drop(std::hint::black_box(w.eval())), budget, samples),
                 _ => measure(
                     || drop(std::hint::black_box(w.value_and_grad())),
@@ -45,16 +76,17 @@ fn main() {
                     samples,
                 ),
             };
-            println!(
-                "{}",
-                serde_json::json!({
-                    "workload": w.workload,
-                    "size": w.size,
-                    "dtype": w.dtype_str(),
-                    "mode": mode,
-                    "seconds": seconds,
-                })
-            );
+            let mut record = serde_json::json!({
+                "workload": w.workload,
+                "size": w.size,
+                "dtype": w.dtype_str(),
+                "mode": mode,
+                "seconds": seconds,
+            });
+            if show_cpu {
+                record["cpu_seconds"] = cpu.into();
+            }
+            println!("{record}");
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Shared pieces of primitive rules: operand checks and dtype dispatch of generic kernels.
 
 use crate::ir::{KernelError, TypeError};
-use crate::tensor::{Array, DType, Element, Float, RArray, Tensor, TensorType};
+use crate::tensor::{kernels, Array, DType, Element, Float, RArray, Tensor, TensorType};
 
 /// Exactly `n` operands.
 pub fn arity(inputs: &[TensorType], n: usize) -> Result<(), TypeError> {
@@ -137,64 +137,76 @@ pub fn check_domain_of<T: Float>(
 }
 
 /// An elementwise binary float operation, for kernels that write into an operand's buffer.
-pub trait FloatZip {
+pub trait FloatZip: Sync {
     fn apply<T: Float>(&self, a: T, b: T) -> T;
 }
 
 /// An elementwise unary float operation over a whole buffer, in place.
-pub trait FloatMapInPlace {
+pub trait FloatMapInPlace: Sync {
     fn apply_all<T: Float>(&self, buf: &mut [T]);
 }
 
-fn zip_arrays<T: Float, K: FloatZip>(
-    k: &K,
-    mut a: Array<T>,
-    mut b: Array<T>,
-) -> Result<Array<T>, (Array<T>, Array<T>)> {
+fn zip_arrays<T: Float, K: FloatZip>(k: &K, mut a: Array<T>, mut b: Array<T>) -> Array<T> {
     if let Some(d) = a.unique_data_mut() {
-        for (x, &y) in d.iter_mut().zip(b.data()) {
-            *x = k.apply(*x, y);
-        }
-        return Ok(a);
+        kernels::for_each_piece_with(d, b.data(), |d, b| {
+            for (x, &y) in d.iter_mut().zip(b) {
+                *x = k.apply(*x, y);
+            }
+        });
+        return a;
     }
     if let Some(d) = b.unique_data_mut() {
-        for (y, &x) in d.iter_mut().zip(a.data()) {
-            *y = k.apply(x, *y);
-        }
-        return Ok(b);
+        kernels::for_each_piece_with(d, a.data(), |d, a| {
+            for (y, &x) in d.iter_mut().zip(a) {
+                *y = k.apply(x, *y);
+            }
+        });
+        return b;
     }
-    Err((a, b))
+    let n = a.len();
+    let mut out = Vec::with_capacity(n);
+    kernels::for_each_piece_at(&mut out.spare_capacity_mut()[..n], |d, at| {
+        let (a, b) = (&a.data()[at..at + d.len()], &b.data()[at..at + d.len()]);
+        for ((o, &x), &y) in d.iter_mut().zip(a).zip(b) {
+            o.write(k.apply(x, y));
+        }
+    });
+    // SAFETY: the pieces cover all n elements, and each was written.
+    unsafe { out.set_len(n) };
+    Array::new(a.shape().clone(), out).expect("same length")
 }
 
 /// `k` elementwise on two float operands of one type, written into the buffer of whichever
-/// operand is held only here; `Err` gives the operands back when neither is.
+/// operand is held only here, else into a new one; `Err` gives the operands back when they are
+/// not two floats of one dtype.
 pub fn zip_in_place<K: FloatZip>(k: &K, x: Vec<Tensor>) -> Result<Tensor, Vec<Tensor>> {
     let mut it = x.into_iter();
     match (it.next(), it.next(), it.next()) {
-        (Some(Tensor::F32(a)), Some(Tensor::F32(b)), None) => zip_arrays(k, a, b)
-            .map(Tensor::F32)
-            .map_err(|(a, b)| vec![Tensor::F32(a), Tensor::F32(b)]),
-        (Some(Tensor::F64(a)), Some(Tensor::F64(b)), None) => zip_arrays(k, a, b)
-            .map(Tensor::F64)
-            .map_err(|(a, b)| vec![Tensor::F64(a), Tensor::F64(b)]),
+        (Some(Tensor::F32(a)), Some(Tensor::F32(b)), None) => Ok(Tensor::F32(zip_arrays(k, a, b))),
+        (Some(Tensor::F64(a)), Some(Tensor::F64(b)), None) => Ok(Tensor::F64(zip_arrays(k, a, b))),
         (a, b, c) => Err([a, b, c].into_iter().flatten().collect()),
     }
 }
 
-/// `k` on a float operand held only here, in its own buffer; `Err` gives it back otherwise.
+/// `k` on a float operand, in its own buffer when it is held only here, else in a copy.
 pub fn map_in_place<K: FloatMapInPlace>(k: &K, x: Vec<Tensor>) -> Result<Tensor, Vec<Tensor>> {
+    fn run<T: Float, K: FloatMapInPlace>(k: &K, mut a: Array<T>) -> Array<T> {
+        if a.unique_data_mut().is_none() {
+            a = Array::new(a.shape().clone(), a.data().to_vec()).expect("same length");
+        }
+        let d = a.unique_data_mut().expect("a fresh buffer is unique");
+        kernels::for_each_piece(d, |d| k.apply_all(d));
+        a
+    }
     let mut x = x;
-    if x.len() == 1 {
-        let unique = match &mut x[0] {
-            Tensor::F32(a) => a.unique_data_mut().map(|d| k.apply_all(d)).is_some(),
-            Tensor::F64(a) => a.unique_data_mut().map(|d| k.apply_all(d)).is_some(),
-            Tensor::I64(_) => false,
-        };
-        if unique {
-            return Ok(x.pop().expect("one operand"));
+    match (x.pop(), x.is_empty()) {
+        (Some(Tensor::F32(a)), true) => Ok(Tensor::F32(run(k, a))),
+        (Some(Tensor::F64(a)), true) => Ok(Tensor::F64(run(k, a))),
+        (last, _) => {
+            x.extend(last);
+            Err(x)
         }
     }
-    Err(x)
 }
 
 /// Evaluates in place when an operand's buffer can be reused, else through `eval`.

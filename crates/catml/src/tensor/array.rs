@@ -1,7 +1,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::{DType, Element, Float, Shape, TensorType};
+use super::{DType, Element, Shape, TensorType};
 
 /// A dense row-major array of `T` with a shape. The buffer is shared, so clones are cheap and
 /// reshapes are free.
@@ -235,16 +235,27 @@ impl Tensor {
 
     /// How many elements are NaN or infinite.
     pub fn count_non_finite(&self) -> usize {
-        fn count<T: Float>(d: &[T]) -> usize {
-            // Branch-free so the loop vectorises; almost every call finds none. Counting in u32
-            // per chunk keeps the lanes as wide as the elements (usize counters halve them).
-            d.chunks(1 << 16)
-                .map(|c| c.iter().map(|x| (!x.is_finite()) as u32).sum::<u32>() as usize)
-                .sum()
+        use super::fastmath::{any_non_finite_f32, any_non_finite_f64};
+        // Almost every call finds none: a vectorised test first, counting only after a hit.
+        // Every node's result is checked, so large ones are split across the thread pool.
+        fn split<T: super::Float>(d: &[T], any: fn(&[T]) -> bool) -> usize {
+            use rayon::prelude::*;
+            const PARALLEL_MIN: usize = 1 << 16;
+            let threads = rayon::current_num_threads();
+            let found = if d.len() < PARALLEL_MIN || threads < 2 {
+                any(d)
+            } else {
+                d.par_chunks(d.len().div_ceil(threads)).any(any)
+            };
+            if found {
+                d.iter().filter(|x| !x.is_finite()).count()
+            } else {
+                0
+            }
         }
         match self {
-            Tensor::F32(a) => count(a.data()),
-            Tensor::F64(a) => count(a.data()),
+            Tensor::F32(a) => split(a.data(), any_non_finite_f32),
+            Tensor::F64(a) => split(a.data(), any_non_finite_f64),
             Tensor::I64(_) => 0,
         }
     }
@@ -296,5 +307,38 @@ impl From<Array<f64>> for Tensor {
 impl From<Array<i64>> for Tensor {
     fn from(a: Array<i64>) -> Tensor {
         Tensor::I64(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_nan_and_infinities_but_not_extreme_finite_values() {
+        let v = vec![
+            f64::NAN,
+            1.0,
+            f64::INFINITY,
+            f64::MAX,
+            -f64::INFINITY,
+            5e-324,
+            -0.0,
+        ];
+        assert_eq!(Tensor::f64([7], v.clone()).unwrap().count_non_finite(), 3);
+        let w: Vec<f32> = vec![
+            f32::NAN,
+            1.0,
+            f32::INFINITY,
+            f32::MAX,
+            f32::NEG_INFINITY,
+            1e-45,
+        ];
+        assert_eq!(Tensor::f32([6], w).unwrap().count_non_finite(), 3);
+        // Large buffers take the split path.
+        let mut big = vec![0.5; 1 << 17];
+        big[3] = f64::NAN;
+        big[(1 << 17) - 1] = f64::NEG_INFINITY;
+        assert_eq!(Tensor::f64([1 << 17], big).unwrap().count_non_finite(), 2);
     }
 }

@@ -8,9 +8,8 @@
 //!   is at least 0.55; e^t by t = k ln 2 + r, |r| <= ln 2 / 2, a degree-13 Taylor polynomial for
 //!   e^r and 2^k from the exponent bits. |x| is clamped at 20, where tanh is 1 to f64 precision.
 //!
-//! f32 goes through the f64 function, so its result is tanh correctly rounded to f32 except in
-//! rare double-rounding cases. No fused multiply-add is used, so the AVX2 path and the baseline
-//! path give bit-identical results.
+//! f32 has its own function in f32 arithmetic (eight lanes instead of four). No fused
+//! multiply-add is used, so the AVX2 path and the baseline path give bit-identical results.
 
 const P: [f64; 3] = [
     -9.643_991_794_250_523e-1,
@@ -79,6 +78,42 @@ pub fn tanh(x: f64) -> f64 {
     }
 }
 
+/// tanh in f32 arithmetic (Cephes' tanhf): below 0.625 an odd polynomial, above it
+/// (e - 1) / (e + 1) with e = e^{2|x|} from a degree-7 exp, |x| clamped at 9 (tanh is 1 to f32
+/// precision past that). Within 2 ulp of the correctly rounded tanh on every f32 (checked
+/// exhaustively when this was written).
+#[inline(always)]
+pub fn tanhf(x: f32) -> f32 {
+    const SHIFT: f32 = 12_582_912.0; // 1.5 · 2^23
+    let a = x.abs();
+    let z = x * x;
+    let small = (((((-5.704_988_7e-3f32 * z + 2.063_909e-2) * z - 5.373_971_6e-2) * z
+        + 1.333_144_2e-1)
+        * z
+        - 3.333_328e-1)
+        * z
+        * x
+        + x)
+        .copysign(x);
+    let t = 2.0 * a.min(9.0);
+    let y = t * std::f32::consts::LOG2_E + SHIFT;
+    let k = y.to_bits().wrapping_sub(SHIFT.to_bits());
+    let kf = y - SHIFT;
+    let r = (t - kf * 0.693_359_4) - kf * -2.121_944_4e-4;
+    let p = ((((1.987_569_1e-4f32 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
+        + 1.666_666_5e-1)
+        * r
+        + 0.5;
+    let e = (p * (r * r) + r + 1.0) * f32::from_bits(k.wrapping_add(127) << 23);
+    let big = ((e - 1.0) / (e + 1.0)).copysign(x);
+    let res = if a <= 0.625 { small } else { big };
+    if x.is_nan() {
+        x
+    } else {
+        res
+    }
+}
+
 /// `f` of every element, as a plain indexed loop: iterator adapters would be compiled as
 /// separate functions, outside the caller's target features, and not vectorised.
 #[inline(always)]
@@ -109,7 +144,7 @@ fn tanh_assign_f64(buf: &mut [f64]) {
 
 #[inline(always)]
 fn tanh_assign_f32(buf: &mut [f32]) {
-    assign_all(buf, |x| tanh(x as f64) as f32)
+    assign_all(buf, tanhf)
 }
 
 #[inline(always)]
@@ -119,11 +154,41 @@ fn tanh_all_f64(src: &[f64]) -> Vec<f64> {
 
 #[inline(always)]
 fn tanh_all_f32(src: &[f32]) -> Vec<f32> {
-    map_all(src, |x| tanh(x as f64) as f32)
+    map_all(src, tanhf)
+}
+
+/// Whether any element has all exponent bits set (infinite or NaN): an OR of integer tests,
+/// which vectorises, where counting would widen every lane to a usize.
+#[inline(always)]
+fn any_non_finite_f32_body(d: &[f32]) -> bool {
+    let mut acc = 0u32;
+    for x in d {
+        acc |= ((x.to_bits() & 0x7f80_0000) == 0x7f80_0000) as u32;
+    }
+    acc != 0
+}
+
+#[inline(always)]
+fn any_non_finite_f64_body(d: &[f64]) -> bool {
+    let mut acc = 0u64;
+    for x in d {
+        acc |= ((x.to_bits() & 0x7ff0_0000_0000_0000) == 0x7ff0_0000_0000_0000) as u64;
+    }
+    acc != 0
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn any_non_finite_f32(d: &[f32]) -> bool {
+        super::any_non_finite_f32_body(d)
+    }
+
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn any_non_finite_f64(d: &[f64]) -> bool {
+        super::any_non_finite_f64_body(d)
+    }
+
     #[target_feature(enable = "avx2")]
     pub(super) unsafe fn tanh_all_f64(src: &[f64]) -> Vec<f64> {
         super::tanh_all_f64(src)
@@ -145,6 +210,26 @@ mod avx2 {
     }
 }
 
+/// Whether any element is infinite or NaN.
+pub fn any_non_finite_f32(d: &[f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { avx2::any_non_finite_f32(d) };
+    }
+    any_non_finite_f32_body(d)
+}
+
+/// Whether any element is infinite or NaN.
+pub fn any_non_finite_f64(d: &[f64]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2, checked just above.
+        return unsafe { avx2::any_non_finite_f64(d) };
+    }
+    any_non_finite_f64_body(d)
+}
+
 /// tanh of every element.
 pub fn tanh_f64_slice(src: &[f64]) -> Vec<f64> {
     #[cfg(target_arch = "x86_64")]
@@ -155,7 +240,7 @@ pub fn tanh_f64_slice(src: &[f64]) -> Vec<f64> {
     tanh_all_f64(src)
 }
 
-/// tanh of every element, computed in f64 and rounded once.
+/// tanh of every element, in f32 arithmetic.
 pub fn tanh_f32_slice(src: &[f32]) -> Vec<f32> {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
@@ -175,7 +260,7 @@ pub fn tanh_f64_in_place(buf: &mut [f64]) {
     tanh_assign_f64(buf)
 }
 
-/// tanh of every element, in place, computed in f64 and rounded once.
+/// tanh of every element, in place, in f32 arithmetic.
 pub fn tanh_f32_in_place(buf: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
@@ -255,7 +340,7 @@ mod tests {
     }
 
     #[test]
-    fn tanh_f32_is_within_one_ulp_of_rounded_libm() {
+    fn tanh_f32_is_within_two_ulps_of_rounded_libm() {
         let xs: Vec<f32> = points().iter().map(|&x| x as f32).collect();
         let fast = tanh_f32_slice(&xs);
         let mut in_place = xs.clone();
@@ -264,7 +349,24 @@ mod tests {
         for (&x, &y) in xs.iter().zip(&fast) {
             let want = (x as f64).tanh() as f32;
             let d = y.to_bits().abs_diff(want.to_bits());
-            assert!(d <= 1 || y == want, "at {x}: {y} vs {want}");
+            assert!(d <= 2, "at {x}: {y} vs {want}");
+        }
+    }
+
+    #[test]
+    fn tanh_f32_over_a_stride_of_all_bit_patterns() {
+        // Every 251st positive finite f32 (about 8.5 million values, all binades); tanh is odd.
+        let xs: Vec<f32> = (0..0x7f80_0000u32)
+            .step_by(251)
+            .map(f32::from_bits)
+            .collect();
+        let fast = tanh_f32_slice(&xs);
+        for (&x, &y) in xs.iter().zip(&fast) {
+            let want = (x as f64).tanh() as f32;
+            assert!(
+                y.to_bits().abs_diff(want.to_bits()) <= 2,
+                "at {x}: {y} vs {want}"
+            );
         }
     }
 
@@ -275,5 +377,7 @@ mod tests {
         assert_eq!(tanh(f64::NEG_INFINITY), -1.0);
         assert!(tanh(-0.0).is_sign_negative());
         assert!(tanh_f32_slice(&[f32::NAN])[0].is_nan());
+        assert!(tanh_f32_slice(&[-0.0])[0].is_sign_negative());
+        assert_eq!(tanh_f32_slice(&[f32::INFINITY, -1e30]), vec![1.0, -1.0]);
     }
 }

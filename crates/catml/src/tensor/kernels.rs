@@ -3,6 +3,53 @@
 
 use super::{Array, Element, Float, Shape};
 
+/// Elementwise passes over at least this many elements are split across the thread pool (the
+/// one the GEMM threads come from); below it the hand-off costs more than it saves.
+const PARALLEL_ELEMENTWISE_MIN: usize = 1 << 15;
+
+/// `f(piece)` over consecutive pieces of `a`, one per thread when `a` is large.
+pub fn for_each_piece<T: Send>(a: &mut [T], f: impl Fn(&mut [T]) + Sync) {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads();
+    if a.len() < PARALLEL_ELEMENTWISE_MIN || threads < 2 {
+        return f(a);
+    }
+    a.par_chunks_mut(a.len().div_ceil(threads)).for_each(&f);
+}
+
+/// `f(piece, offset of the piece in a)` over consecutive pieces of `a`, one per thread when
+/// `a` is large.
+pub fn for_each_piece_at<T: Send>(a: &mut [T], f: impl Fn(&mut [T], usize) + Sync) {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads();
+    if a.len() < PARALLEL_ELEMENTWISE_MIN || threads < 2 {
+        return f(a, 0);
+    }
+    let piece = a.len().div_ceil(threads);
+    a.par_chunks_mut(piece)
+        .enumerate()
+        .for_each(|(i, x)| f(x, i * piece));
+}
+
+/// `f(piece of a, matching piece of b)` over consecutive pieces of two equal-length slices,
+/// one per thread when they are large.
+pub fn for_each_piece_with<T: Send, U: Sync>(
+    a: &mut [T],
+    b: &[U],
+    f: impl Fn(&mut [T], &[U]) + Sync,
+) {
+    use rayon::prelude::*;
+    debug_assert_eq!(a.len(), b.len());
+    let threads = rayon::current_num_threads();
+    if a.len() < PARALLEL_ELEMENTWISE_MIN || threads < 2 {
+        return f(a, b);
+    }
+    let piece = a.len().div_ceil(threads);
+    a.par_chunks_mut(piece)
+        .zip(b.par_chunks(piece))
+        .for_each(|(x, y)| f(x, y));
+}
+
 /// Elementwise f(a, b) over equal shapes.
 pub fn zip_with<T: Element, U: Element>(
     a: &Array<T>,
@@ -306,6 +353,10 @@ impl<'a, T> MatRef<'a, T> {
 /// Below this many multiply-adds, a second thread costs more than it saves.
 const PARALLEL_GEMM_MIN: usize = 1 << 18;
 
+/// Nor does it help when a dimension is this thin: a (256, 10) x (10, 512) product took twice
+/// as long on two threads as on one.
+const PARALLEL_GEMM_MIN_DIM: usize = 32;
+
 /// At or below this many multiply-adds a plain loop beats the `gemm` crate's dispatch and
 /// packing.
 const DIRECT_GEMM_MAX: usize = 256;
@@ -357,7 +408,7 @@ unsafe fn gemm_raw<T: Float>(
         }
         return;
     }
-    let parallelism = if parallel {
+    let parallelism = if parallel && m.min(n).min(k) >= PARALLEL_GEMM_MIN_DIM {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
