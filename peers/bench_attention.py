@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 
 import common
@@ -153,10 +154,27 @@ def run_peers(budget, samples, numpy_threads):
     return records
 
 
+def median_over_rounds(rounds):
+    """One record per (mode, library) with the median seconds over the rounds."""
+    by_key = {}
+    for records in rounds:
+        for r in records:
+            by_key.setdefault((r["mode"], r.get("library")), []).append(r)
+    out = []
+    for recs in by_key.values():
+        r = dict(recs[0])
+        r["seconds"] = statistics.median(x["seconds"] for x in recs)
+        r["rounds"] = [x["seconds"] for x in recs]
+        out.append(r)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer, shorter samples")
     p.add_argument("--json", metavar="FILE", help="also write raw results as JSON")
+    p.add_argument("--rounds", type=int, default=1, metavar="N",
+                   help="alternate peers and CatML N times, reporting medians (default 1)")
     p.add_argument("--numpy-threads", type=int, metavar="N",
                    help="limit NumPy's BLAS to N threads (default: its own choice); on a "
                         "busy machine OpenBLAS's spinning threads can slow it many times over")
@@ -166,14 +184,27 @@ def main():
     machine = common.machine_info()
     if args.numpy_threads:
         machine["blas"] += f", limited to {args.numpy_threads} thread(s) for NumPy"
-    peers = run_peers(budget, samples, args.numpy_threads)
     os.environ.setdefault("CATML_TIMINGS_CMD",
                           DEFAULT_CATML_CMD + (" -- --quick" if args.quick else ""))
-    catml, catml_error = bench.run_catml()
-    catml = [r for r in catml if r["workload"] == "attention"]
-    if catml_error:
-        print(f"CatML timings unavailable: {catml_error}", file=sys.stderr)
+    # On a shared machine the load changes from minute to minute: alternate the peers and
+    # CatML for several rounds and keep each figure's median over the rounds.
+    rounds_peers, rounds_catml, catml_error = [], [], None
+    for r in range(args.rounds):
+        print(f"round {r + 1} of {args.rounds}", file=sys.stderr)
+        rounds_peers.append(run_peers(budget, samples, args.numpy_threads))
+        catml, catml_error = bench.run_catml()
+        rounds_catml.append([c for c in catml if c["workload"] == "attention"])
+        if catml_error:
+            print(f"CatML timings unavailable: {catml_error}", file=sys.stderr)
+    peers, catml = median_over_rounds(rounds_peers), median_over_rounds(rounds_catml)
     bench.report(machine, peers, catml, catml_error, "attention")
+    if args.rounds > 1:
+        print()
+        print(f"Each figure is the median over {args.rounds} alternating rounds; per round:")
+        print()
+        for r in peers + catml:
+            times = ", ".join(bench.fmt_time(t) for t in r["rounds"])
+            print(f"- {r['mode']}, {r.get('library', 'catml')}: {times}")
 
     if args.json:
         with open(args.json, "w") as f:

@@ -287,6 +287,7 @@ fn everything() -> Program {
     let idx = input(&mut b, "idx", DType::I64, &[2]);
     let mask = AttentionMask::causal().with_key_lengths(vec![3, 2]);
     let s = b.sdpa(x, x, x, mask.clone()).unwrap();
+    let s = b.attention_probs(s, x, mask.clone()).unwrap();
     let s = b.masked_softmax(s, mask, 0.5).unwrap();
     let s = b.batch_matmul(s, x, true, false).unwrap();
     let s = b.layer_norm(s, vec![3, 1], 0.5, None).unwrap();

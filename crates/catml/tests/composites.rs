@@ -261,6 +261,26 @@ fn sdpa_matches_its_lowering_with_heads_and_masks() {
     }
 }
 
+#[test]
+fn attention_probs_match_their_lowering_with_heads_and_masks() {
+    for seed in 0..8 {
+        let mut r = rng(1200 + seed);
+        let (batch, heads) = (r.random_range(1..=2), r.random_range(1..=3));
+        let tq = r.random_range(1..=4);
+        let tk = tq + r.random_range(0..=2);
+        let d = r.random_range(1..=4);
+        let mask = random_mask(&mut r, batch, tk, seed);
+        let mut b = Builder::new();
+        let tys = [f64s(&[batch, heads, tq, d]), f64s(&[batch, heads, tk, d])];
+        let q = input(&mut b, "q", tys[0].clone());
+        let k = input(&mut b, "k", tys[1].clone());
+        let y = b.attention_probs(q, k, mask).unwrap();
+        let p = b.finish(&[y]).unwrap();
+        let xs: Vec<Tensor> = tys.iter().map(|t| random(&mut r, t, 1.5)).collect();
+        check(&p, &xs, seed, TOL);
+    }
+}
+
 /// The fixed structure of a random attention block.
 struct Block {
     batch: usize,

@@ -33,6 +33,7 @@ mod window_lower;
 // Composites: each has a fast kernel and a lowering towards the core fragment.
 pub mod attention;
 mod attention_mask;
+mod attention_probs;
 mod batch_matmul;
 mod cross_entropy;
 mod layer_norm;
@@ -72,6 +73,7 @@ pub use sum_pool::{SumPool2d, SumPool2dTranspose};
 pub use unary::{Exp, Log, Reciprocal, Relu, Rsqrt, Sigmoid, Step, Tanh};
 
 pub use attention_mask::AttentionMask;
+pub use attention_probs::AttentionProbs;
 pub use batch_matmul::BatchMatMul;
 pub use cross_entropy::CrossEntropy;
 pub use layer_norm::LayerNorm;
@@ -119,6 +121,7 @@ pub fn registry() -> Registry {
 }
 
 fn register_composites(r: &mut Registry) {
+    attention_probs::register(r);
     batch_matmul::register(r);
     cross_entropy::register(r);
     layer_norm::register(r);
@@ -339,6 +342,10 @@ pub trait Ops {
             Arc::new(BatchMatMul::new(transpose_a, transpose_b)),
             &[a, b],
         )
+    }
+    /// The attention weights masked_softmax(d^-1/2 Q K^T) of (B, H, T, d) queries and keys.
+    fn attention_probs(&mut self, q: Var, k: Var, mask: AttentionMask) -> Result<Var, TypeError> {
+        self.op(Arc::new(AttentionProbs { mask }), &[q, k])
     }
     /// Scaled dot-product attention of (B, H, T, d) queries, keys and values.
     fn sdpa(&mut self, q: Var, k: Var, v: Var, mask: AttentionMask) -> Result<Var, TypeError> {

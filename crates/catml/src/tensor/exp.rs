@@ -61,7 +61,8 @@ fn exp_f32(x: f32) -> f32 {
     const LO: f32 = -87.336_54; // ln(2^-126)
     const HI: f32 = 88.722_83; // ln(f32::MAX)
     let c = x.clamp(LO, HI);
-    let n = (c * LOG2E + ROUND) - ROUND;
+    let t = c * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = c - n * LN2_HI - n * LN2_LO;
     let r2 = r * r;
     let p = 1.987_569_1e-4_f32;
@@ -71,8 +72,10 @@ fn exp_f32(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 0.5;
     let e = p * r2 + r + 1.0;
-    // 2^n as two factors, so that n = 128 (x near ln f32::MAX) and n = -126 stay normal.
-    let n = n as i32;
+    // The integer n from t's bits (t = 1.5 2^23 + n has ulp 1), not `n as i32`, whose
+    // saturating conversion does not vectorise. 2^n is built as two factors, so that n = 128
+    // (x near ln f32::MAX) and n = -126 stay normal.
+    let n = t.to_bits() as i32 - 0x4B40_0000;
     let half = n >> 1;
     let s1 = f32::from_bits(((half + 127) << 23) as u32);
     let s2 = f32::from_bits(((n - half + 127) << 23) as u32);

@@ -1,9 +1,11 @@
 //! Lowering: replace each node whose primitive has a `lower()` expansion by that expansion,
 //! recursively, until no node can be expanded further.
 //!
-//! What remains is the documents' core fragment ([`CORE_FRAGMENT`]) plus the few primitives
-//! the core cannot express ([`LOWERING_EXTRAS`]): the core fragment has no logarithm, no
-//! maximum and no runtime indices. Names stay readable: the last node of the expansion of
+//! For the composites (softmax, layer norm, attention, losses, take, linear, ...) what remains
+//! is the documents' core fragment ([`CORE_FRAGMENT`]) plus the few primitives the core cannot
+//! express ([`LOWERING_EXTRAS`]): the core fragment has no logarithm, no maximum and no runtime
+//! indices. Primitives without an expansion (log, relu, step, convert, user primitives) stay
+//! as they are; [`outside_core`] lists what a lowered program still uses. Names stay readable: the last node of the expansion of
 //! `y` keeps the name `y`, the others are `y/<op>` (`y/exp`, `y/exp.1`, ...), and every
 //! expanded node keeps the original node's tag.
 
