@@ -3,3 +3,4 @@ pub mod interp;
 pub mod ir;
 pub mod prim;
 pub mod tensor;
+pub mod transform;

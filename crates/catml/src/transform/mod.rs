@@ -1,0 +1,3 @@
+//! Program transforms beyond differentiation: rewrites.
+
+pub mod rewrite;
