@@ -4,3 +4,4 @@ pub mod ir;
 pub mod prim;
 pub mod tensor;
 pub mod transform;
+pub mod verify;
