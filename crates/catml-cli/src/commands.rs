@@ -224,6 +224,11 @@ pub fn run(command: Command) -> Result<String> {
                 "tangents": outputs_json(&p, tangent),
             })))
         }
+        Command::Verify {
+            seed,
+            quick,
+            output,
+        } => crate::verify::run(seed, quick, &output),
     }
 }
 

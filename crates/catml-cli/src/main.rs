@@ -5,6 +5,7 @@
 
 mod commands;
 mod io;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,6 +75,16 @@ enum Command {
         /// JSON object mapping input names to tangents (missing: zero)
         #[arg(long)]
         tangents: PathBuf,
+    },
+    /// Run the verification bundle and write its results file
+    Verify {
+        #[arg(long, default_value_t = catml::verify::DEFAULT_SEED)]
+        seed: u64,
+        /// The documents' counts (for CI) instead of ten times them
+        #[arg(long)]
+        quick: bool,
+        #[arg(long, default_value = "verification-results.json")]
+        output: PathBuf,
     },
 }
 
