@@ -140,6 +140,9 @@ pub struct GenConfig {
     pub extra_unary: Vec<UnaryEntry>,
     /// Fixed data input types (for programs that must compose with others).
     pub input_types: Option<Vec<TensorType>>,
+    /// Intervals holding the fixed data inputs (default [-1, 1]), e.g. another generated
+    /// program's output intervals.
+    pub input_ranges: Option<Vec<Interval>>,
     /// Prefix of input names (distinct prefixes keep parameters of two programs apart).
     pub name_prefix: String,
     /// Weight matrices and biases made on the fly become parameter inputs (else constants).
@@ -167,6 +170,7 @@ impl Default for GenConfig {
             prims: all_names(),
             extra_unary: Vec::new(),
             input_types: None,
+            input_ranges: None,
             name_prefix: String::new(),
             weights_as_params: true,
             unused_input_prob: 0.15,
@@ -330,6 +334,15 @@ pub struct Gen<'a> {
 
 /// Draws the program named by `seed`.
 pub fn generate(cfg: &GenConfig, seed: u64) -> Result<Program, GenError> {
+    generate_with_ranges(cfg, seed).map(|(p, _)| p)
+}
+
+/// Draws the program named by `seed`, with intervals holding its outputs whenever its data
+/// inputs lie in their intervals and its parameters in [-1, 1].
+pub fn generate_with_ranges(
+    cfg: &GenConfig,
+    seed: u64,
+) -> Result<(Program, Vec<Interval>), GenError> {
     let mut choices: Vec<(u32, Option<&Entry>, Option<&UnaryEntry>)> = Vec::new();
     for name in &cfg.prims {
         let e = ENTRIES
@@ -387,7 +400,17 @@ pub fn generate(cfg: &GenConfig, seed: u64) -> Result<Program, GenError> {
     }
     g.b.set_tag(None);
     let outputs = g.choose_outputs();
-    Ok(g.b.finish(&outputs)?)
+    let ranges = outputs
+        .iter()
+        .map(|o| {
+            g.vals
+                .iter()
+                .find(|v| v.var == o.var)
+                .map_or(Interval::symmetric(1.0), |v| v.range)
+        })
+        .collect();
+    let vars: Vec<Var> = outputs.iter().map(|o| o.var).collect();
+    Ok((g.b.finish(&vars)?, ranges))
 }
 
 impl Gen<'_> {
@@ -420,6 +443,7 @@ impl Gen<'_> {
                 .collect(),
         };
         let exotic = self.cfg.exotic_names;
+        let ranges = self.cfg.input_ranges.clone().unwrap_or_default();
         for (i, ty) in data.into_iter().enumerate() {
             let name = if exotic && self.rng.random_bool(0.4) {
                 let k = self.uniform(EXOTIC.len());
@@ -430,8 +454,13 @@ impl Gen<'_> {
             let var = self.b.input(&name, ty, InputKind::Data)?;
             self.vals.push(Val {
                 var,
-                range: Interval::symmetric(1.0),
+                range: ranges.get(i).copied().unwrap_or(Interval::symmetric(1.0)),
             });
+        }
+        // Data inputs come first: an unused one, then the parameters.
+        if self.cfg.input_types.is_none() && self.rng.random_bool(self.cfg.unused_input_prob) {
+            let ty = TensorType::new(self.cfg.dtype, self.random_shape());
+            self.b.input(&format!("{p}unused"), ty, InputKind::Data)?;
         }
         for i in 0..self.cfg.n_params {
             let ty = TensorType::new(self.cfg.dtype, self.random_shape());
@@ -441,22 +470,19 @@ impl Gen<'_> {
                 range: Interval::symmetric(1.0),
             });
         }
-        if self.cfg.input_types.is_none() && self.rng.random_bool(self.cfg.unused_input_prob) {
-            let ty = TensorType::new(self.cfg.dtype, self.random_shape());
-            self.b.input(&format!("{p}unused"), ty, InputKind::Data)?;
-        }
         Ok(())
     }
 
-    fn choose_outputs(&mut self) -> Vec<Var> {
+    fn choose_outputs(&mut self) -> Vec<Val> {
         let n = self.rng.random_range(1..=self.cfg.max_outputs.max(1));
-        let mut out = vec![self.vals.last().expect("inputs exist").var];
+        let mut out = vec![*self.vals.last().expect("inputs exist")];
         while out.len() < n {
             if self.rng.random_bool(self.cfg.repeat_output_prob) {
                 let k = self.rng.random_range(0..out.len());
                 out.push(out[k]);
             } else {
-                out.push(self.pick().var);
+                let v = self.pick();
+                out.push(v);
             }
         }
         out
