@@ -228,7 +228,8 @@ pub fn run(command: Command) -> Result<String> {
             seed,
             quick,
             output,
-        } => crate::verify::run(seed, quick, &output),
+            smoke,
+        } => crate::verify::run(seed, quick, smoke, &output),
     }
 }
 

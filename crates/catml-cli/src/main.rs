@@ -85,6 +85,9 @@ enum Command {
         quick: bool,
         #[arg(long, default_value = "verification-results.json")]
         output: PathBuf,
+        /// A few cases per family (for tests of the command itself)
+        #[arg(long, hide = true, conflicts_with = "quick")]
+        smoke: bool,
     },
 }
 

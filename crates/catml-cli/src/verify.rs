@@ -55,8 +55,12 @@ impl Progress for Bars {
     }
 }
 
-pub fn run(seed: u64, quick: bool, output: &Path) -> Result<String, String> {
-    let level = if quick { Level::Quick } else { Level::Full };
+pub fn run(seed: u64, quick: bool, smoke: bool, output: &Path) -> Result<String, String> {
+    let level = match (smoke, quick) {
+        (true, _) => Level::Smoke,
+        (_, true) => Level::Quick,
+        _ => Level::Full,
+    };
     let bars = Bars::new();
     let results = verify::run(&Config::new(seed, level), &bars);
     catml::tensor::write_atomic(output, results.to_json().as_bytes()).map_err(|e| e.to_string())?;
