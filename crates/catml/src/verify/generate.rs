@@ -399,7 +399,7 @@ pub fn generate_with_ranges(
         g.vals.push(v);
     }
     g.b.set_tag(None);
-    let outputs = g.choose_outputs();
+    let outputs = g.choose_outputs()?;
     let ranges = outputs
         .iter()
         .map(|o| {
@@ -473,9 +473,30 @@ impl Gen<'_> {
         Ok(())
     }
 
-    fn choose_outputs(&mut self) -> Vec<Val> {
+    /// Whether each pooled value depends on some input.
+    fn live(&self) -> Result<Vec<bool>, GenError> {
+        let (p, map) = self.b.clone().finish_mapped(&[self.vals[0].var])?;
+        let mut live = vec![true; p.n_inputs()];
+        for n in p.nodes() {
+            let l = n.operands.iter().any(|o| live[o.index()]);
+            live.push(l);
+        }
+        Ok(self
+            .vals
+            .iter()
+            .map(|v| live[map[v.var.index()].index()])
+            .collect())
+    }
+
+    /// The last value that depends on an input, then random picks (repeats allowed).
+    fn choose_outputs(&mut self) -> Result<Vec<Val>, GenError> {
         let n = self.rng.random_range(1..=self.cfg.max_outputs.max(1));
-        let mut out = vec![*self.vals.last().expect("inputs exist")];
+        let live = self.live()?;
+        let first = (0..self.vals.len())
+            .rev()
+            .find(|&i| live[i])
+            .unwrap_or(self.vals.len() - 1);
+        let mut out = vec![self.vals[first]];
         while out.len() < n {
             if self.rng.random_bool(self.cfg.repeat_output_prob) {
                 let k = self.rng.random_range(0..out.len());
@@ -485,7 +506,7 @@ impl Gen<'_> {
                 out.push(v);
             }
         }
-        out
+        Ok(out)
     }
 
     /// Applies a primitive (sometimes under an exotic name).

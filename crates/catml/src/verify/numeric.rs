@@ -100,6 +100,53 @@ impl Derivatives {
         interp::eval(&self.program, x)
     }
 
+    /// The JVP program's arguments: x, then the tangents of the inputs that have one.
+    pub fn jvp_args(&self, x: &[Tensor], v: &[Tensor]) -> Vec<Tensor> {
+        let j = &self.jvp;
+        let mut args: Vec<Option<Tensor>> = vec![None; j.program.n_inputs()];
+        for (i, xi) in x.iter().enumerate() {
+            args[i] = Some(xi.clone());
+            if let Some(k) = j.tangent_inputs[i] {
+                args[k] = Some(v[i].clone());
+            }
+        }
+        args.into_iter()
+            .enumerate()
+            .map(|(k, a)| a.unwrap_or_else(|| Tensor::zeros(&j.program.inputs()[k].ty)))
+            .collect()
+    }
+
+    /// The VJP program's arguments: x, then one seed per output occurrence.
+    pub fn vjp_args(&self, x: &[Tensor], u: &[Tensor]) -> Vec<Tensor> {
+        let mut args = x.to_vec();
+        args.extend(u.iter().cloned());
+        args
+    }
+
+    /// The largest magnitude of any tangent (or cotangent) that a derivative program `dp` of
+    /// this program computes at `args`: its inputs after the primal ones and its nodes that are
+    /// not copies of forward nodes (those keep their names).
+    pub fn derivative_scale(&self, dp: &Program, args: &[Tensor]) -> Result<f64, EvalError> {
+        let forward: std::collections::HashSet<&str> = self
+            .program
+            .nodes()
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect();
+        let all = crate::verify::rewrites::with_all_values(dp);
+        let values = interp::eval(&all, args)?;
+        Ok((0..dp.n_vars())
+            .filter(|&i| {
+                if i < dp.n_inputs() {
+                    i >= self.program.n_inputs()
+                } else {
+                    !forward.contains(dp.nodes()[i - dp.n_inputs()].name.as_str())
+                }
+            })
+            .map(|i| max_abs(&values[i].to_f64_vec()))
+            .fold(0.0, f64::max))
+    }
+
     /// (f(x), Df(x) v), one tangent per input (ignored for inputs without a tangent slot).
     pub fn jvp_at(&self, x: &[Tensor], v: &[Tensor]) -> Result<JvpValues, EvalError> {
         let j = &self.jvp;

@@ -422,7 +422,6 @@ fn f64_check(
         } else {
             err / rational_to_f64(&ex.abs())
         };
-        t.max_error(&format!("f64_{what}_abs_error"), err);
         t.max_error(&format!("f64_{what}_rel_error"), rel);
         if bound.is_finite() && *bound > 0.0 {
             t.max_error(&format!("f64_{what}_error_over_bound"), err / bound);
