@@ -258,6 +258,12 @@ pub fn run(command: Command) -> Result<String> {
             resume,
             quiet,
         } => crate::train::run(&spec, resume, quiet),
+        Command::Verify {
+            seed,
+            quick,
+            output,
+            smoke,
+        } => crate::verify::run(seed, quick, smoke, &output),
     }
 }
 

@@ -7,6 +7,7 @@ mod commands;
 mod dot;
 mod io;
 mod train;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -93,6 +94,19 @@ enum Command {
         /// Never draw the progress bar
         #[arg(long)]
         quiet: bool,
+    },
+    /// Run the verification bundle and write its results file
+    Verify {
+        #[arg(long, default_value_t = catml::verify::DEFAULT_SEED)]
+        seed: u64,
+        /// The documents' counts (for CI) instead of ten times them
+        #[arg(long)]
+        quick: bool,
+        #[arg(long, default_value = "verification-results.json")]
+        output: PathBuf,
+        /// A few cases per family (for tests of the command itself)
+        #[arg(long, hide = true, conflicts_with = "quick")]
+        smoke: bool,
     },
 }
 

@@ -74,3 +74,4 @@ pub mod tensor;
 pub mod trace;
 pub mod train;
 pub mod transform;
+pub mod verify;

@@ -23,18 +23,20 @@ use super::validate::{ValidationError, ValidationErrors};
 use super::{InputKind, Program, Registry};
 use crate::tensor::{DType, TensorType};
 
+/// Words that open a section of the listing: a value with one of these names is quoted, or its
+/// line would read as the section header.
+const KEYWORDS: &[&str] = &["inputs", "instructions", "outputs"];
+
 fn is_plain(name: &str) -> bool {
     !name.is_empty()
+        && !KEYWORDS.contains(&name)
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "_.-/#@$%".contains(c))
 }
 
-/// Words that start a section line; a value so named is quoted so it is not read as one.
-const KEYWORDS: [&str; 3] = ["inputs", "instructions", "outputs"];
-
 fn write_name(out: &mut String, name: &str) {
-    if is_plain(name) && !KEYWORDS.contains(&name) {
+    if is_plain(name) {
         out.push_str(name);
     } else {
         out.push_str(&serde_json::to_string(name).expect("serialisable"));
@@ -350,4 +352,27 @@ fn finish(
         }
     }
     Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::Builder;
+    use crate::prim::Ops;
+    use crate::tensor::DType;
+
+    #[test]
+    fn values_named_like_section_headers_round_trip() {
+        let mut b = Builder::new();
+        let ty = TensorType::new(DType::F64, [2]);
+        let x = b.input("inputs", ty.clone(), InputKind::Data).unwrap();
+        let y = b.input("outputs", ty.clone(), InputKind::Param).unwrap();
+        let z = b.input("instructions", ty, InputKind::Data).unwrap();
+        let s = b.add(x, y).unwrap();
+        let t = b.mul(s, z).unwrap();
+        let p = b.finish(&[t, x]).unwrap();
+        let text = print(&p);
+        assert!(text.contains("\"inputs\": f64[2]"), "{text}");
+        assert_eq!(parse(&text, crate::prim::builtins()).unwrap(), p);
+    }
 }

@@ -1,7 +1,9 @@
-//! Program-to-program rewrites. [`lower`] expands every composite primitive (softmax, layer
-//! norm, attention, linear, ...) into the core fragment of the documents, which is the
-//! reference meaning the composites' fast kernels are checked against.
+//! Program-to-program transforms beyond differentiation. [`lower`] expands every composite
+//! primitive (softmax, layer norm, attention, linear, ...) into the core fragment of the
+//! documents, the reference meaning the composites' fast kernels are checked against;
+//! [`rewrite`] holds semantics-preserving rewrites.
 
 mod lower;
+pub mod rewrite;
 
 pub use lower::{lower, outside_core, LowerError, CORE_FRAGMENT, LOWERING_EXTRAS};

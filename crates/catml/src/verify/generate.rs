@@ -1,0 +1,1104 @@
+//! Random well-typed programs over the whole primitive set, for property tests and the bundle.
+//!
+//! A [`GenConfig`] says how many inputs and nodes, the dtype, the largest rank and dimension and
+//! which primitives; [`generate`] draws a program from a `ChaCha8Rng` seeded with a `u64`, so a
+//! seed names a program. Programs have shared subterms, repeated operands (`mul(x, x)`,
+//! `concat(x, x)`), repeated outputs, unused inputs, dead nodes, identity reshapes and (on
+//! request) tags and names that need quoting.
+//!
+//! Domains are respected by construction. Every value carries an interval `[lo, hi]` holding all
+//! of its elements whenever every input lies in `[-1, 1]` (interval arithmetic, sound for each
+//! rule below), and:
+//! - log, rsqrt and reciprocal read only values made positive with margin: `x ⊙ x + c` with
+//!   `c >= 1/4`, or `exp(x)` with `|x| <= 2` (so `>= e^-2`); reciprocal sometimes reads the
+//!   negation of such a value;
+//! - values stay moderate: an operand whose magnitude `max(|lo|, |hi|)` exceeds a cap is first
+//!   multiplied by a power of two `2^-k` (exact in floating point and over rationals);
+//! - exp reads values of magnitude at most 2.
+//!
+//! Helpers may add structural nodes (reshape, mul by a constant, broadcast of a constant) to fit
+//! operands, whatever primitives are selected.
+//!
+//! **Adding a primitive** (a composite such as conv, pooling, softmax, layer_norm, attention or
+//! take): write one `fn gen_<name>(g: &mut Gen) -> Result<Val, GenError>` that picks operands
+//! (`g.pick()`, `g.partner(x)`, `g.matrix(x)`, `g.weight(ty)`, `g.moderate(x, cap)`,
+//! `g.positive(x)`), applies the primitive with `g.apply` and returns the result with its
+//! interval, then add one row to [`ENTRIES`]. The bundle lists registered primitives that have
+//! no row (`uncovered_primitives`).
+
+use std::sync::Arc;
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::ir::{BuildError, Builder, InputKind, Prim, Program, TypeError, Var};
+use crate::prim::{self, Ops};
+use crate::tensor::{DType, Shape, Tensor, TensorType};
+
+/// A closed interval holding every element of a value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Interval {
+    pub fn new(lo: f64, hi: f64) -> Interval {
+        Interval { lo, hi }
+    }
+
+    /// max(|lo|, |hi|)
+    pub fn mag(self) -> f64 {
+        self.lo.abs().max(self.hi.abs())
+    }
+
+    pub fn hull(self, o: Interval) -> Interval {
+        Interval::new(self.lo.min(o.lo), self.hi.max(o.hi))
+    }
+
+    /// [a.lo + b.lo, a.hi + b.hi]
+    pub fn plus(self, o: Interval) -> Interval {
+        Interval::new(self.lo + o.lo, self.hi + o.hi)
+    }
+
+    /// [a.lo - b.hi, a.hi - b.lo]
+    pub fn minus(self, o: Interval) -> Interval {
+        Interval::new(self.lo - o.hi, self.hi - o.lo)
+    }
+
+    /// The hull of the four corner products.
+    pub fn times(self, o: Interval) -> Interval {
+        let c = [
+            self.lo * o.lo,
+            self.lo * o.hi,
+            self.hi * o.lo,
+            self.hi * o.hi,
+        ];
+        Interval::new(
+            c.iter().cloned().fold(f64::INFINITY, f64::min),
+            c.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+        )
+    }
+
+    /// x ⊙ x for one value (both operands the same element): [0 or min², max²].
+    pub fn square(self) -> Interval {
+        let (a, b) = (self.lo * self.lo, self.hi * self.hi);
+        if self.lo <= 0.0 && self.hi >= 0.0 {
+            Interval::new(0.0, a.max(b))
+        } else {
+            Interval::new(a.min(b), a.max(b))
+        }
+    }
+
+    pub fn negated(self) -> Interval {
+        Interval::new(-self.hi, -self.lo)
+    }
+
+    /// c·x for c >= 0.
+    pub fn scale(self, c: f64) -> Interval {
+        Interval::new(self.lo * c, self.hi * c)
+    }
+
+    /// f applied to both ends, for increasing f.
+    pub fn increasing(self, f: impl Fn(f64) -> f64) -> Interval {
+        Interval::new(f(self.lo), f(self.hi))
+    }
+
+    /// [-m, m]
+    pub fn symmetric(m: f64) -> Interval {
+        Interval::new(-m, m)
+    }
+}
+
+/// An extra elementwise primitive for the generator (a user's custom primitive, or a deliberately
+/// wrong rule in a test): applied to values of magnitude <= `cap`, its result lies in
+/// `range(operand interval)`.
+#[derive(Debug, Clone)]
+pub struct UnaryEntry {
+    pub prim: Prim,
+    pub cap: f64,
+    pub range: fn(Interval) -> Interval,
+}
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct GenConfig {
+    /// Data inputs (ignored when `input_types` is set).
+    pub n_inputs: usize,
+    /// Parameter inputs declared up front.
+    pub n_params: usize,
+    /// Generator steps; each adds one primitive application and maybe helper nodes.
+    pub n_nodes: usize,
+    /// At most this many output occurrences (at least one).
+    pub max_outputs: usize,
+    pub dtype: DType,
+    pub max_rank: usize,
+    pub max_dim: usize,
+    /// Names of the [`ENTRIES`] to draw from (helpers may use others structurally).
+    pub prims: Vec<String>,
+    /// Extra elementwise primitives, drawn like entries.
+    pub extra_unary: Vec<UnaryEntry>,
+    /// Fixed data input types (for programs that must compose with others).
+    pub input_types: Option<Vec<TensorType>>,
+    /// Intervals holding the fixed data inputs (default [-1, 1]), e.g. another generated
+    /// program's output intervals.
+    pub input_ranges: Option<Vec<Interval>>,
+    /// Prefix of input names (distinct prefixes keep parameters of two programs apart).
+    pub name_prefix: String,
+    /// Weight matrices and biases made on the fly become parameter inputs (else constants).
+    pub weights_as_params: bool,
+    /// Chance of an extra data input that nothing reads.
+    pub unused_input_prob: f64,
+    /// Chance that an output occurrence repeats an earlier one.
+    pub repeat_output_prob: f64,
+    /// Give nodes tags.
+    pub tags: bool,
+    /// Sometimes name nodes with names that need quoting or look like listing keywords.
+    pub exotic_names: bool,
+}
+
+impl Default for GenConfig {
+    fn default() -> GenConfig {
+        GenConfig {
+            n_inputs: 2,
+            n_params: 1,
+            n_nodes: 12,
+            max_outputs: 3,
+            dtype: DType::F64,
+            max_rank: 3,
+            max_dim: 4,
+            prims: all_names(),
+            extra_unary: Vec::new(),
+            input_types: None,
+            input_ranges: None,
+            name_prefix: String::new(),
+            weights_as_params: true,
+            unused_input_prob: 0.15,
+            repeat_output_prob: 0.15,
+            tags: false,
+            exotic_names: false,
+        }
+    }
+}
+
+impl GenConfig {
+    /// Only the entries that are smooth where generated and whose rules are exact derivatives
+    /// (finite differences apply): no relu, step, stop_gradient or convert.
+    pub fn smooth(mut self) -> GenConfig {
+        self.prims = smooth_names();
+        self
+    }
+
+    pub fn with_prims(mut self, names: &[&str]) -> GenConfig {
+        self.prims = names.iter().map(|s| s.to_string()).collect();
+        self
+    }
+}
+
+/// Why a program could not be generated (a generator defect: entries must always fit).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GenError {
+    #[error("generator entry `{entry}`: {source}")]
+    Type { entry: String, source: TypeError },
+    #[error("generator: {0}")]
+    Build(#[from] BuildError),
+    #[error("unknown generator entry `{0}`")]
+    UnknownEntry(String),
+    #[error("no primitives selected")]
+    Empty,
+}
+
+/// A value in the pool: its variable and the interval holding its elements.
+#[derive(Debug, Clone, Copy)]
+pub struct Val {
+    pub var: Var,
+    pub range: Interval,
+}
+
+type BuildFn = fn(&mut Gen) -> Result<Val, GenError>;
+
+/// One row of the generator table.
+pub struct Entry {
+    /// The registry name of the primitive it exercises.
+    pub name: &'static str,
+    /// Smooth where generated, with exact derivative rules (finite differences apply).
+    pub smooth: bool,
+    /// Has an exact rational evaluation.
+    pub rational: bool,
+    /// Relative frequency.
+    pub weight: u32,
+    build: BuildFn,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Entry({})", self.name)
+    }
+}
+
+/// The generator table: one row per primitive. A new primitive's row goes here.
+pub const ENTRIES: &[Entry] = &[
+    entry("add", true, true, 3, gen_add),
+    entry("sub", true, true, 2, gen_sub),
+    entry("neg", true, true, 1, gen_neg),
+    entry("mul", true, true, 3, gen_mul),
+    entry("exp", true, false, 2, gen_exp),
+    entry("log", true, false, 1, gen_log),
+    entry("tanh", true, false, 2, gen_tanh),
+    entry("sigmoid", true, false, 1, gen_sigmoid),
+    entry("relu", false, true, 1, gen_relu),
+    entry("step", false, true, 1, gen_step),
+    entry("reciprocal", true, true, 1, gen_reciprocal),
+    entry("rsqrt", true, false, 1, gen_rsqrt),
+    entry("matmul", true, true, 3, gen_matmul),
+    entry("sum", true, true, 2, gen_sum),
+    entry("broadcast", true, true, 1, gen_broadcast),
+    entry("broadcast_rows", true, true, 1, gen_broadcast_rows),
+    entry("reshape", true, true, 2, gen_reshape),
+    entry("permute", true, true, 1, gen_permute),
+    entry("gather", true, true, 2, gen_gather),
+    entry("scatter_add", true, true, 1, gen_scatter_add),
+    entry("concat", true, true, 2, gen_concat),
+    entry("constant", true, true, 1, gen_constant),
+    entry("convert", false, true, 1, gen_convert),
+    entry("linear", true, true, 2, gen_linear),
+    entry("stop_gradient", false, true, 1, gen_stop_gradient),
+    // New primitives: entry("conv", true, true, 2, gen_conv), ...
+];
+
+const fn entry(
+    name: &'static str,
+    smooth: bool,
+    rational: bool,
+    weight: u32,
+    build: BuildFn,
+) -> Entry {
+    Entry {
+        name,
+        smooth,
+        rational,
+        weight,
+        build,
+    }
+}
+
+/// Every entry's name.
+pub fn all_names() -> Vec<String> {
+    ENTRIES.iter().map(|e| e.name.to_string()).collect()
+}
+
+/// Entries that are smooth where generated with exact rules.
+pub fn smooth_names() -> Vec<String> {
+    ENTRIES
+        .iter()
+        .filter(|e| e.smooth)
+        .map(|e| e.name.to_string())
+        .collect()
+}
+
+/// Registered primitives without a generator entry.
+pub fn uncovered(registry: &crate::ir::Registry) -> Vec<String> {
+    registry
+        .names()
+        .filter(|n| !ENTRIES.iter().any(|e| e.name == *n))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Names a node may get when `exotic_names` is on: listing keywords, spaces, quotes, Unicode.
+const EXOTIC: &[&str] = &[
+    "inputs",
+    "outputs",
+    "instructions",
+    "param",
+    "program(",
+    "h 1",
+    "ω",
+    "q\"uote",
+    "0",
+    "a,b",
+    "tag=x",
+    ")",
+];
+
+/// The generator's state while it builds one program.
+pub struct Gen<'a> {
+    cfg: &'a GenConfig,
+    rng: ChaCha8Rng,
+    b: Builder,
+    vals: Vec<Val>,
+    n_weights: usize,
+    entry: String,
+}
+
+/// Draws the program named by `seed`.
+pub fn generate(cfg: &GenConfig, seed: u64) -> Result<Program, GenError> {
+    generate_with_ranges(cfg, seed).map(|(p, _)| p)
+}
+
+/// Draws the program named by `seed`, with intervals holding its outputs whenever its data
+/// inputs lie in their intervals and its parameters in [-1, 1].
+pub fn generate_with_ranges(
+    cfg: &GenConfig,
+    seed: u64,
+) -> Result<(Program, Vec<Interval>), GenError> {
+    let mut choices: Vec<(u32, Option<&Entry>, Option<&UnaryEntry>)> = Vec::new();
+    for name in &cfg.prims {
+        let e = ENTRIES
+            .iter()
+            .find(|e| e.name == name)
+            .ok_or_else(|| GenError::UnknownEntry(name.clone()))?;
+        choices.push((e.weight, Some(e), None));
+    }
+    for u in &cfg.extra_unary {
+        choices.push((2, None, Some(u)));
+    }
+    if choices.is_empty() {
+        return Err(GenError::Empty);
+    }
+    let total: u32 = choices.iter().map(|c| c.0).sum();
+    let mut g = Gen {
+        cfg,
+        rng: ChaCha8Rng::seed_from_u64(seed),
+        b: Builder::new(),
+        vals: Vec::new(),
+        n_weights: 0,
+        entry: "inputs".to_string(),
+    };
+    g.declare_inputs()?;
+    let tags = ["enc", "dec", "block 1"];
+    for _ in 0..cfg.n_nodes {
+        if cfg.tags && g.rng.random_bool(0.3) {
+            let t = g.rng.random_range(0..=tags.len());
+            g.b.set_tag(tags.get(t).map(|s| s.to_string()));
+        }
+        let mut r = g.rng.random_range(0..total);
+        let (_, e, u) = choices
+            .iter()
+            .find(|c| {
+                if r < c.0 {
+                    true
+                } else {
+                    r -= c.0;
+                    false
+                }
+            })
+            .expect("r < total");
+        let v = match (e, u) {
+            (Some(e), _) => {
+                g.entry = e.name.to_string();
+                (e.build)(&mut g)?
+            }
+            (None, Some(u)) => {
+                g.entry = u.prim.name().to_string();
+                gen_extra_unary(&mut g, u)?
+            }
+            (None, None) => unreachable!("every choice has an entry"),
+        };
+        g.vals.push(v);
+    }
+    g.b.set_tag(None);
+    let outputs = g.choose_outputs()?;
+    let ranges = outputs
+        .iter()
+        .map(|o| {
+            g.vals
+                .iter()
+                .find(|v| v.var == o.var)
+                .map_or(Interval::symmetric(1.0), |v| v.range)
+        })
+        .collect();
+    let vars: Vec<Var> = outputs.iter().map(|o| o.var).collect();
+    Ok((g.b.finish(&vars)?, ranges))
+}
+
+impl Gen<'_> {
+    fn err(&self) -> impl Fn(TypeError) -> GenError + '_ {
+        move |source| GenError::Type {
+            entry: self.entry.clone(),
+            source,
+        }
+    }
+
+    fn ty(&self, v: Val) -> TensorType {
+        self.b.ty(v.var).clone()
+    }
+
+    fn random_shape(&mut self) -> Shape {
+        let rank = self.rng.random_range(0..=self.cfg.max_rank);
+        Shape::new(
+            (0..rank)
+                .map(|_| self.rng.random_range(1..=self.cfg.max_dim))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    fn declare_inputs(&mut self) -> Result<(), GenError> {
+        let p = self.cfg.name_prefix.clone();
+        let data: Vec<TensorType> = match &self.cfg.input_types {
+            Some(t) => t.clone(),
+            None => (0..self.cfg.n_inputs.max(1))
+                .map(|_| TensorType::new(self.cfg.dtype, self.random_shape()))
+                .collect(),
+        };
+        let exotic = self.cfg.exotic_names;
+        let ranges = self.cfg.input_ranges.clone().unwrap_or_default();
+        for (i, ty) in data.into_iter().enumerate() {
+            let name = if exotic && self.rng.random_bool(0.4) {
+                let k = self.uniform(EXOTIC.len());
+                self.b.fresh_name(&format!("{p}{}", EXOTIC[k]))
+            } else {
+                format!("{p}x{i}")
+            };
+            let var = self.b.input(&name, ty, InputKind::Data)?;
+            self.vals.push(Val {
+                var,
+                range: ranges.get(i).copied().unwrap_or(Interval::symmetric(1.0)),
+            });
+        }
+        // Data inputs come first: an unused one, then the parameters.
+        if self.cfg.input_types.is_none() && self.rng.random_bool(self.cfg.unused_input_prob) {
+            let ty = TensorType::new(self.cfg.dtype, self.random_shape());
+            self.b.input(&format!("{p}unused"), ty, InputKind::Data)?;
+        }
+        for i in 0..self.cfg.n_params {
+            let ty = TensorType::new(self.cfg.dtype, self.random_shape());
+            let var = self.b.input(&format!("{p}p{i}"), ty, InputKind::Param)?;
+            self.vals.push(Val {
+                var,
+                range: Interval::symmetric(1.0),
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether each pooled value depends on some input.
+    fn live(&self) -> Result<Vec<bool>, GenError> {
+        let (p, map) = self.b.clone().finish_mapped(&[self.vals[0].var])?;
+        let mut live = vec![true; p.n_inputs()];
+        for n in p.nodes() {
+            let l = n.operands.iter().any(|o| live[o.index()]);
+            live.push(l);
+        }
+        Ok(self
+            .vals
+            .iter()
+            .map(|v| live[map[v.var.index()].index()])
+            .collect())
+    }
+
+    /// The last value that depends on an input, then random picks (repeats allowed).
+    fn choose_outputs(&mut self) -> Result<Vec<Val>, GenError> {
+        let n = self.rng.random_range(1..=self.cfg.max_outputs.max(1));
+        let live = self.live()?;
+        let first = (0..self.vals.len())
+            .rev()
+            .find(|&i| live[i])
+            .unwrap_or(self.vals.len() - 1);
+        let mut out = vec![self.vals[first]];
+        while out.len() < n {
+            if self.rng.random_bool(self.cfg.repeat_output_prob) {
+                let k = self.rng.random_range(0..out.len());
+                out.push(out[k]);
+            } else {
+                let v = self.pick();
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies a primitive (sometimes under an exotic name).
+    pub fn apply(&mut self, prim: Prim, operands: &[Var]) -> Result<Var, GenError> {
+        let r = if self.cfg.exotic_names && self.rng.random_bool(0.1) {
+            let hint = EXOTIC[self.rng.random_range(0..EXOTIC.len())];
+            self.b.apply_hinted(hint, prim, operands)
+        } else {
+            self.b.apply(prim, operands)
+        };
+        r.map_err(self.err())
+    }
+
+    /// Runs a builder method, mapping its type error.
+    fn op(
+        &mut self,
+        f: impl FnOnce(&mut Builder) -> Result<Var, TypeError>,
+    ) -> Result<Var, GenError> {
+        let r = f(&mut self.b);
+        r.map_err(self.err())
+    }
+
+    fn uniform(&mut self, n: usize) -> usize {
+        self.rng.random_range(0..n)
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        self.rng.random_bool(p)
+    }
+
+    /// An operand: usually one of the latest values (deep chains), else any (shared subterms).
+    pub fn pick(&mut self) -> Val {
+        let n = self.vals.len();
+        if self.chance(0.6) {
+            let k = self.rng.random_range(0..n.min(3));
+            self.vals[n - 1 - k]
+        } else {
+            let k = self.uniform(n);
+            self.vals[k]
+        }
+    }
+
+    /// A value satisfying `pred`, if the pool has one.
+    pub fn pick_where(&mut self, pred: impl Fn(&TensorType) -> bool) -> Option<Val> {
+        let ok: Vec<Val> = self
+            .vals
+            .iter()
+            .copied()
+            .filter(|v| pred(self.b.ty(v.var)))
+            .collect();
+        if ok.is_empty() {
+            None
+        } else {
+            Some(ok[self.uniform(ok.len())])
+        }
+    }
+
+    /// Values on a grid of 1/256 in [lo, hi] (exact in f32, small over rationals).
+    fn values(&mut self, n: usize, lo: f64, hi: f64) -> Vec<f64> {
+        (0..n)
+            .map(|_| (self.rng.random_range(lo..=hi) * 256.0).round() / 256.0)
+            .collect()
+    }
+
+    /// A constant of this type: a full tensor, or a broadcast scalar.
+    pub fn constant_of(&mut self, ty: &TensorType) -> Result<Val, GenError> {
+        if ty.rank() > 0 && self.chance(0.4) {
+            let c = self.values(1, -1.0, 1.0)[0];
+            let var = self.op(|b| b.full(c, ty))?;
+            return Ok(Val {
+                var,
+                range: Interval::new(c, c),
+            });
+        }
+        let data = self.values(ty.numel(), -1.0, 1.0);
+        let range = Interval::new(
+            data.iter().cloned().fold(f64::INFINITY, f64::min),
+            data.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+        );
+        let t = Tensor::from_f64s(ty.dtype, ty.shape.clone(), data).expect("numel values");
+        let var = self.apply(Arc::new(prim::Constant::new(t)), &[])?;
+        Ok(Val { var, range })
+    }
+
+    /// A second operand of `x`'s type: `x` itself (repeated operand), another value of that type,
+    /// or a constant.
+    pub fn partner(&mut self, x: Val) -> Result<Val, GenError> {
+        if self.chance(0.25) {
+            return Ok(x);
+        }
+        let ty = self.ty(x);
+        if self.chance(0.7) {
+            if let Some(v) = self.pick_where(|t| *t == ty) {
+                return Ok(v);
+            }
+        }
+        self.constant_of(&ty)
+    }
+
+    /// A weight of this type: an existing value, a new parameter input, or a constant.
+    pub fn weight(&mut self, ty: &TensorType) -> Result<Val, GenError> {
+        if self.chance(0.3) {
+            if let Some(v) = self.pick_where(|t| t == ty) {
+                return Ok(v);
+            }
+        }
+        if self.cfg.weights_as_params && self.chance(0.7) {
+            let name = format!("{}w{}", self.cfg.name_prefix, self.n_weights);
+            self.n_weights += 1;
+            let var = self.b.input(&name, ty.clone(), InputKind::Param)?;
+            let v = Val {
+                var,
+                range: Interval::symmetric(1.0),
+            };
+            self.vals.push(v);
+            return Ok(v);
+        }
+        self.constant_of(ty)
+    }
+
+    /// `x` scaled by a power of two so its magnitude is at most `cap`.
+    pub fn moderate(&mut self, x: Val, cap: f64) -> Result<Val, GenError> {
+        let m = x.range.mag();
+        if m <= cap {
+            return Ok(x);
+        }
+        let k = (m / cap).log2().ceil() as i32;
+        let c = 2f64.powi(-k);
+        let var = self.op(|b| b.scale(x.var, c))?;
+        Ok(Val {
+            var,
+            range: x.range.scale(c),
+        })
+    }
+
+    /// A value of `x`'s type whose elements are >= 0.1: `x` itself if it already is, else
+    /// `exp(x')` or `x' ⊙ x' + c` with `x'` moderated and `c` in [1/4, 5/4].
+    pub fn positive(&mut self, x: Val) -> Result<Val, GenError> {
+        if x.range.lo >= 0.1 {
+            return Ok(x);
+        }
+        let m = self.moderate(x, 2.0)?;
+        if self.cfg.prims.iter().any(|p| p == "exp") && self.chance(0.4) {
+            let var = self.op(|b| b.exp(m.var))?;
+            return Ok(Val {
+                var,
+                range: m.range.increasing(f64::exp),
+            });
+        }
+        let sq = self.op(|b| b.mul(m.var, m.var))?;
+        let c = self.values(1, 0.25, 1.25)[0].max(0.25);
+        let cv = self.op(|b| b.full_like(c, sq))?;
+        let var = self.op(|b| b.add(sq, cv))?;
+        Ok(Val {
+            var,
+            range: m.range.square().plus(Interval::new(c, c)),
+        })
+    }
+
+    /// `x` as a matrix (reshaped to (a, b) with a·b = numel if it is not one).
+    pub fn matrix(&mut self, x: Val) -> Result<Val, GenError> {
+        let ty = self.ty(x);
+        if ty.rank() == 2 {
+            return Ok(x);
+        }
+        let n = ty.numel();
+        let divs: Vec<usize> = (1..=n).filter(|d| n % d == 0).collect();
+        let a = divs[self.uniform(divs.len())];
+        let var = self.op(|b| b.reshape(x.var, [a, n / a]))?;
+        Ok(Val {
+            var,
+            range: x.range,
+        })
+    }
+
+    /// `x` with rank at least one (a scalar becomes shape [1]).
+    pub fn ranked(&mut self, x: Val) -> Result<Val, GenError> {
+        if self.ty(x).rank() > 0 {
+            return Ok(x);
+        }
+        let var = self.op(|b| b.reshape(x.var, [1]))?;
+        Ok(Val {
+            var,
+            range: x.range,
+        })
+    }
+
+    fn same(
+        &mut self,
+        range: Interval,
+        f: impl FnOnce(&mut Builder) -> Result<Var, TypeError>,
+    ) -> Result<Val, GenError> {
+        let var = self.op(f)?;
+        Ok(Val { var, range })
+    }
+}
+
+fn gen_add(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.moderate(x, 64.0)?;
+    let y = g.partner(x)?;
+    let y = g.moderate(y, 64.0)?;
+    let r = if x.var == y.var {
+        x.range.scale(2.0)
+    } else {
+        x.range.plus(y.range)
+    };
+    g.same(r, |b| b.add(x.var, y.var))
+}
+
+fn gen_sub(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.moderate(x, 64.0)?;
+    let y = g.partner(x)?;
+    let y = g.moderate(y, 64.0)?;
+    let r = if x.var == y.var {
+        Interval::new(0.0, 0.0)
+    } else {
+        x.range.minus(y.range)
+    };
+    g.same(r, |b| b.sub(x.var, y.var))
+}
+
+fn gen_neg(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    g.same(x.range.negated(), |b| b.neg(x.var))
+}
+
+fn gen_mul(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.moderate(x, 4.0)?;
+    let y = g.partner(x)?;
+    let y = g.moderate(y, 4.0)?;
+    let r = if x.var == y.var {
+        x.range.square()
+    } else {
+        x.range.times(y.range)
+    };
+    g.same(r, |b| b.mul(x.var, y.var))
+}
+
+fn gen_exp(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.moderate(x, 2.0)?;
+    g.same(x.range.increasing(f64::exp), |b| b.exp(x.var))
+}
+
+fn gen_log(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.positive(x)?;
+    g.same(x.range.increasing(f64::ln), |b| b.log(x.var))
+}
+
+fn gen_tanh(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    g.same(x.range.increasing(f64::tanh), |b| b.tanh(x.var))
+}
+
+fn gen_sigmoid(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let s = |v: f64| 1.0 / (1.0 + (-v).exp());
+    g.same(x.range.increasing(s), |b| b.sigmoid(x.var))
+}
+
+fn gen_relu(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    g.same(x.range.increasing(|v| v.max(0.0)), |b| b.relu(x.var))
+}
+
+fn gen_step(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let h = |v: f64| if v > 0.0 { 1.0 } else { 0.0 };
+    g.same(x.range.increasing(h), |b| b.step(x.var))
+}
+
+fn gen_reciprocal(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let mut p = g.positive(x)?;
+    if g.chance(0.3) {
+        let var = g.op(|b| b.neg(p.var))?;
+        p = Val {
+            var,
+            range: p.range.negated(),
+        };
+    }
+    let r = Interval::new(1.0 / p.range.hi, 1.0 / p.range.lo);
+    g.same(r, |b| b.reciprocal(p.var))
+}
+
+fn gen_rsqrt(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let p = g.positive(x)?;
+    let r = Interval::new(1.0 / p.range.hi.sqrt(), 1.0 / p.range.lo.sqrt());
+    g.same(r, |b| b.rsqrt(p.var))
+}
+
+fn gen_matmul(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.moderate(x, 2.0)?;
+    let a = g.matrix(x)?;
+    let ad = g.ty(a).dims().to_vec();
+    let (ta, tb) = (g.chance(0.25), g.chance(0.25));
+    let k = if ta { ad[0] } else { ad[1] };
+    let n = g.rng.random_range(1..=g.cfg.max_dim);
+    let bdims = if tb { [n, k] } else { [k, n] };
+    let bty = TensorType::new(g.ty(a).dtype, bdims);
+    let w = g.weight(&bty)?;
+    let w = g.moderate(w, 2.0)?;
+    let r = Interval::symmetric(k as f64 * a.range.mag() * w.range.mag());
+    let var = g.apply(Arc::new(prim::MatMul::new(ta, tb)), &[a.var, w.var])?;
+    Ok(Val { var, range: r })
+}
+
+fn gen_sum(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let ty = g.ty(x);
+    let axes: Option<Vec<usize>> = if g.chance(0.3) {
+        None
+    } else {
+        Some((0..ty.rank()).filter(|_| g.chance(0.5)).collect())
+    };
+    let count: usize = match &axes {
+        None => ty.numel(),
+        Some(a) => a.iter().map(|&i| ty.dims()[i]).product(),
+    };
+    let r = x.range.scale(count as f64);
+    g.same(r, |b| b.sum(x.var, axes))
+}
+
+fn gen_broadcast(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let ty = g.ty(x);
+    // Result: x's dims in order (size-1 dims sometimes expanded), new dims inserted around them.
+    let extra = g
+        .rng
+        .random_range(0..=g.cfg.max_rank.saturating_sub(ty.rank()).min(2));
+    let rank = ty.rank() + extra;
+    let mut slots: Vec<bool> = vec![true; ty.rank()];
+    slots.extend(vec![false; extra]);
+    for i in (1..slots.len()).rev() {
+        let j = g.rng.random_range(0..=i);
+        slots.swap(i, j);
+    }
+    let mut shape = Vec::with_capacity(rank);
+    let mut dims = Vec::with_capacity(ty.rank());
+    let mut k = 0;
+    for (r, &is_old) in slots.iter().enumerate() {
+        if is_old {
+            let d = ty.dims()[k];
+            shape.push(if d == 1 && g.chance(0.5) {
+                g.rng.random_range(1..=g.cfg.max_dim)
+            } else {
+                d
+            });
+            dims.push(r);
+            k += 1;
+        } else {
+            shape.push(g.rng.random_range(1..=g.cfg.max_dim));
+        }
+    }
+    g.same(x.range, |b| b.broadcast(x.var, shape, dims))
+}
+
+fn gen_broadcast_rows(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let ty = g.ty(x);
+    let v = if ty.rank() == 1 {
+        x
+    } else {
+        let var = g.op(|b| b.reshape(x.var, [ty.numel()]))?;
+        Val {
+            var,
+            range: x.range,
+        }
+    };
+    let rows = g.rng.random_range(1..=g.cfg.max_dim);
+    g.same(v.range, |b| b.broadcast_rows(v.var, rows))
+}
+
+fn gen_reshape(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let ty = g.ty(x);
+    let shape = if g.chance(0.3) {
+        ty.shape.clone()
+    } else {
+        // A random factorisation of numel into at most max_rank factors.
+        let mut n = ty.numel();
+        let mut dims = Vec::new();
+        while n > 1 && dims.len() + 1 < g.cfg.max_rank.max(1) && g.chance(0.6) {
+            let divs: Vec<usize> = (2..=n).filter(|d| n % d == 0).collect();
+            let d = divs[g.uniform(divs.len())];
+            dims.push(d);
+            n /= d;
+        }
+        if n > 1 || (dims.is_empty() && g.cfg.max_rank > 0 && g.chance(0.5)) {
+            dims.push(n);
+        }
+        Shape::new(dims)
+    };
+    g.same(x.range, |b| b.reshape(x.var, shape))
+}
+
+fn gen_permute(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let rank = g.ty(x).rank();
+    let mut perm: Vec<usize> = (0..rank).collect();
+    for i in (1..rank).rev() {
+        let j = g.rng.random_range(0..=i);
+        perm.swap(i, j);
+    }
+    g.same(x.range, |b| b.permute(x.var, perm))
+}
+
+fn gen_gather(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.ranked(x)?;
+    let ty = g.ty(x);
+    let axis = g.uniform(ty.rank());
+    let size = ty.dims()[axis];
+    let len = g.rng.random_range(1..=g.cfg.max_dim);
+    let indices: Vec<usize> = (0..len).map(|_| g.uniform(size)).collect();
+    g.same(x.range, |b| b.gather(x.var, axis, indices))
+}
+
+fn gen_scatter_add(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.ranked(x)?;
+    let ty = g.ty(x);
+    let axis = g.uniform(ty.rank());
+    let n = ty.dims()[axis];
+    let size = g.rng.random_range(1..=g.cfg.max_dim);
+    let indices: Vec<usize> = (0..n).map(|_| g.uniform(size)).collect();
+    let nf = n as f64;
+    let r = Interval::new((nf * x.range.lo).min(0.0), (nf * x.range.hi).max(0.0));
+    g.same(r, |b| b.scatter_add(x.var, axis, indices, size))
+}
+
+fn gen_concat(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.ranked(x)?;
+    let ty = g.ty(x);
+    let axis = g.uniform(ty.rank());
+    let fits = |t: &TensorType| {
+        t.dtype == ty.dtype
+            && t.rank() == ty.rank()
+            && (0..t.rank()).all(|d| d == axis || t.dims()[d] == ty.dims()[d])
+            && t.dims()[axis] <= 4
+    };
+    let mut parts = vec![x];
+    let extra = g.rng.random_range(0..=2);
+    for _ in 0..extra {
+        let p = if g.chance(0.3) {
+            x
+        } else {
+            match g.pick_where(fits) {
+                Some(v) => v,
+                None => g.constant_of(&ty)?,
+            }
+        };
+        parts.push(p);
+    }
+    let r = parts.iter().fold(x.range, |acc, p| acc.hull(p.range));
+    let vars: Vec<Var> = parts.iter().map(|p| p.var).collect();
+    g.same(r, |b| b.concat(&vars, axis))
+}
+
+fn gen_constant(g: &mut Gen) -> Result<Val, GenError> {
+    let dtype = match g.pick_where(|_| true) {
+        Some(v) => g.ty(v).dtype,
+        None => g.cfg.dtype,
+    };
+    let ty = TensorType::new(dtype, g.random_shape());
+    g.constant_of(&ty)
+}
+
+fn gen_convert(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let to = match g.ty(x).dtype {
+        DType::F32 => DType::F64,
+        _ => DType::F32,
+    };
+    let y = g.same(x.range, |b| b.convert(x.var, to))?;
+    if g.chance(0.5) {
+        // And back, so the rest of the program keeps one dtype more often.
+        let back = g.ty(x).dtype;
+        return g.same(y.range, |b| b.convert(y.var, back));
+    }
+    Ok(y)
+}
+
+fn gen_linear(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.moderate(x, 2.0)?;
+    let ty = g.ty(x);
+    let x = if ty.rank() == 1 || ty.rank() == 2 {
+        x
+    } else {
+        g.matrix(x)?
+    };
+    let ty = g.ty(x);
+    let inp = ty.dims()[ty.rank() - 1];
+    let out = g.rng.random_range(1..=g.cfg.max_dim);
+    let w = g.weight(&TensorType::new(ty.dtype, [out, inp]))?;
+    let w = g.moderate(w, 2.0)?;
+    let bias = g.weight(&TensorType::new(ty.dtype, [out]))?;
+    let bias = g.moderate(bias, 2.0)?;
+    let r = Interval::symmetric(inp as f64 * x.range.mag() * w.range.mag() + bias.range.mag());
+    g.same(r, |b| b.linear(x.var, w.var, bias.var))
+}
+
+fn gen_stop_gradient(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    g.same(x.range, |b| b.stop_gradient(x.var))
+}
+
+fn gen_extra_unary(g: &mut Gen, u: &UnaryEntry) -> Result<Val, GenError> {
+    let x = g.pick();
+    let x = g.moderate(x, u.cap)?;
+    let var = g.apply(u.prim.clone(), &[x.var])?;
+    Ok(Val {
+        var,
+        range: (u.range)(x.range),
+    })
+}
+
+/// Uniform values in [-1, 1] for every input of `p`, in its declared types.
+pub fn random_inputs(p: &Program, rng: &mut ChaCha8Rng) -> Vec<Tensor> {
+    p.inputs()
+        .iter()
+        .map(|i| random_tensor(&i.ty, rng, 1.0))
+        .collect()
+}
+
+/// A tensor of this type with uniform values in [-m, m].
+pub fn random_tensor(ty: &TensorType, rng: &mut ChaCha8Rng, m: f64) -> Tensor {
+    let data = (0..ty.numel()).map(|_| rng.random_range(-m..=m)).collect();
+    Tensor::from_f64s(ty.dtype, ty.shape.clone(), data).expect("numel values")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interp;
+
+    #[test]
+    fn every_entry_names_a_registered_primitive() {
+        let r = prim::registry();
+        for e in ENTRIES {
+            assert!(r.contains(e.name), "entry `{}` is not registered", e.name);
+        }
+    }
+
+    #[test]
+    fn a_seed_names_a_program() {
+        let cfg = GenConfig::default();
+        for seed in 0..20 {
+            assert_eq!(generate(&cfg, seed).unwrap(), generate(&cfg, seed).unwrap());
+        }
+        assert_ne!(generate(&cfg, 1).unwrap(), generate(&cfg, 2).unwrap());
+    }
+
+    #[test]
+    fn generated_programs_evaluate_inside_their_domains() {
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        for dtype in [DType::F64, DType::F32] {
+            let cfg = GenConfig {
+                dtype,
+                n_nodes: 20,
+                exotic_names: true,
+                tags: true,
+                ..GenConfig::default()
+            };
+            for seed in 0..300 {
+                let p = generate(&cfg, seed).unwrap();
+                let x = random_inputs(&p, &mut rng);
+                let y = interp::eval(&p, &x);
+                assert!(y.is_ok(), "seed {seed}: {:?}", y.err());
+            }
+        }
+    }
+
+    #[test]
+    fn every_entry_is_generated() {
+        let mut seen = std::collections::BTreeSet::new();
+        let cfg = GenConfig::default();
+        for seed in 0..200 {
+            for n in generate(&cfg, seed).unwrap().nodes() {
+                seen.insert(n.prim.name().to_string());
+            }
+        }
+        for e in ENTRIES {
+            assert!(seen.contains(e.name), "never generated `{}`", e.name);
+        }
+    }
+}
