@@ -12,8 +12,30 @@ use crate::Command;
 
 type Result<T> = std::result::Result<T, String>;
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
+/// The inputs in declaration order, each of its declared type; errors name the inputs file.
+/// (Checked here, before any derived program sees them, so grad and jvp report `p`'s types.)
+fn ordered_inputs(
+    p: &Program,
+    named: &BTreeMap<String, Tensor>,
+    path: &std::path::Path,
+) -> Result<Vec<Tensor>> {
+    let args = order_inputs_named(p, named).map_err(|e| in_file(path, e))?;
+    for (decl, t) in p.inputs().iter().zip(&args) {
+        if t.ty() != decl.ty {
+            let e = interp::EvalError::InputType {
+                name: decl.name.clone(),
+                expected: decl.ty.clone(),
+                found: t.ty(),
+            };
+            return Err(in_file(path, e));
+        }
+    }
+    Ok(args)
+}
+
+/// An error about the contents of a file, prefixed with its path.
+fn in_file(path: &std::path::Path, e: impl std::fmt::Display) -> String {
+    format!("{}: {e}", path.display())
 }
 
 fn type_json(ty: &TensorType) -> Value {
@@ -81,9 +103,9 @@ pub fn run(command: Command) -> Result<String> {
         } => {
             let p = read_module(&module)?;
             let shown = if grad {
-                ad::vjp(&p).map_err(err)?.program
+                ad::vjp(&p).map_err(|e| in_file(&module, e))?.program
             } else if jvp {
-                ad::jvp(&p).map_err(err)?.program
+                ad::jvp(&p).map_err(|e| in_file(&module, e))?.program
             } else {
                 p
             };
@@ -95,7 +117,7 @@ pub fn run(command: Command) -> Result<String> {
         }
         Command::Shape { module } => {
             let p = read_module(&module)?;
-            let types = interp::shape(&p, &p.input_types()).map_err(err)?;
+            let types = interp::shape(&p, &p.input_types()).map_err(|e| in_file(&module, e))?;
             let outputs: Vec<Value> = p
                 .outputs()
                 .iter()
@@ -117,7 +139,7 @@ pub fn run(command: Command) -> Result<String> {
         Command::Cost { module, grad } => {
             let p = read_module(&module)?;
             let p = if grad {
-                ad::vjp(&p).map_err(err)?.program
+                ad::vjp(&p).map_err(|e| in_file(&module, e))?.program
             } else {
                 p
             };
@@ -128,7 +150,8 @@ pub fn run(command: Command) -> Result<String> {
         Command::Eval { module, inputs } => {
             let p = read_module(&module)?;
             let named = read_tensor_map(&inputs)?;
-            let values = interp::eval_named(&p, &named).map_err(err)?;
+            let args = ordered_inputs(&p, &named, &inputs)?;
+            let values = interp::eval(&p, &args).map_err(|e| in_file(&module, e))?;
             Ok(to_text(&json!({ "outputs": outputs_json(&p, &values) })))
         }
         Command::Grad {
@@ -138,7 +161,7 @@ pub fn run(command: Command) -> Result<String> {
         } => {
             let p = read_module(&module)?;
             let named = read_tensor_map(&inputs)?;
-            let mut args = order_inputs_named(&p, &named).map_err(err)?;
+            let mut args = ordered_inputs(&p, &named, &inputs)?;
             let seeds: Vec<Tensor> = match cotangents {
                 None => p
                     .output_types()
@@ -152,8 +175,9 @@ pub fn run(command: Command) -> Result<String> {
                 }
             };
             args.extend(seeds);
-            let v = ad::vjp(&p).map_err(err)?;
-            let (values, report) = interp::eval_with_report(&v.program, &args).map_err(err)?;
+            let v = ad::vjp(&p).map_err(|e| in_file(&module, e))?;
+            let (values, report) =
+                interp::eval_with_report(&v.program, &args).map_err(|e| in_file(&module, e))?;
             let mut gradients = serde_json::Map::new();
             let mut by_tag: BTreeMap<String, serde_json::Map<String, Value>> = BTreeMap::new();
             for (i, g) in v.gradients.iter().enumerate() {
@@ -179,9 +203,14 @@ pub fn run(command: Command) -> Result<String> {
                 "gradients": gradients,
                 "gradients_by_tag": by_tag,
                 "conventions": conventions,
+                "residuals": v.residuals.iter().map(|r| json!({
+                    "name": r.name, "dtype": r.ty.dtype, "shape": r.ty.dims(), "bytes": r.bytes(),
+                    "kind": if r.is_input { "input" } else { "forward value" },
+                })).collect::<Vec<_>>(),
                 "residual_bytes": v.residual_bytes(),
             })))
         }
+        Command::Dot { module, grad } => crate::dot::run(&module, grad),
         Command::Jvp {
             module,
             inputs,
@@ -189,9 +218,9 @@ pub fn run(command: Command) -> Result<String> {
         } => {
             let p = read_module(&module)?;
             let named = read_tensor_map(&inputs)?;
-            let mut args = order_inputs_named(&p, &named).map_err(err)?;
+            let mut args = ordered_inputs(&p, &named, &inputs)?;
             let tangent_map = read_tensor_map(&tangents)?;
-            let j = ad::jvp(&p).map_err(err)?;
+            let j = ad::jvp(&p).map_err(|e| in_file(&module, e))?;
             if let Some(extra) = tangent_map
                 .keys()
                 .find(|k| p.var(k).is_none_or(|v| v.index() >= p.n_inputs()))
@@ -217,7 +246,7 @@ pub fn run(command: Command) -> Result<String> {
                 };
                 args.push(t);
             }
-            let values = interp::eval(&j.program, &args).map_err(err)?;
+            let values = interp::eval(&j.program, &args).map_err(|e| in_file(&module, e))?;
             let (primal, tangent) = values.split_at(j.n_primal_outputs);
             Ok(to_text(&json!({
                 "outputs": outputs_json(&p, primal),

@@ -4,13 +4,14 @@
 //! line to stderr, writes nothing to stdout and exits 1.
 
 mod commands;
+mod dot;
 mod io;
 mod train;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -67,6 +68,13 @@ enum Command {
         #[arg(long)]
         cotangents: Option<PathBuf>,
     },
+    /// Graphviz DOT of a module (with --grad, its reverse-mode program beside it)
+    Dot {
+        module: PathBuf,
+        /// Draw the VJP program beside the module
+        #[arg(long)]
+        grad: bool,
+    },
     /// Outputs and their tangents (forward mode)
     Jvp {
         module: PathBuf,
@@ -94,23 +102,60 @@ fn main() -> ExitCode {
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                print!("{e}");
-                return ExitCode::SUCCESS;
+                return write_stdout(&e.to_string());
             }
-            let text = e.to_string();
-            let line = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!("catml: {}", line.trim_start_matches("error: "));
-            return ExitCode::from(1);
+            return fail(&usage_error_line(&e));
         }
     };
     match commands::run(cli.command) {
-        Ok(out) => {
-            print!("{out}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("catml: {}", e.replace('\n', " "));
-            ExitCode::from(1)
-        }
+        Ok(out) => write_stdout(&out),
+        Err(e) => fail(&e),
+    }
+}
+
+/// Prints one error line and exits 1.
+fn fail(message: &str) -> ExitCode {
+    eprintln!("catml: {}", message.replace('\n', " "));
+    ExitCode::from(1)
+}
+
+/// Writes the result; a stdout that cannot take it (a closed pipe, a full disk) is an error
+/// like any other, not a panic.
+fn write_stdout(text: &str) -> ExitCode {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&format!("cannot write output: {e}")),
+    }
+}
+
+/// A usage error as one line: clap's message paragraph (which may list the missing arguments
+/// on lines of their own) joined, without the tips and usage that follow it.
+fn usage_error_line(e: &clap::Error) -> String {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand
+    ) {
+        let names: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        return format!("missing subcommand, expected one of: {}", names.join(", "));
+    }
+    let text = e.to_string();
+    let message: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .skip_while(|l| l.is_empty())
+        .take_while(|l| !l.is_empty())
+        .collect();
+    let line = message.join(" ");
+    let line = line.trim_start_matches("error: ");
+    if line.is_empty() {
+        "invalid arguments".to_string()
+    } else {
+        line.to_string()
     }
 }

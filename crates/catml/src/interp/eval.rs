@@ -19,6 +19,16 @@ pub enum EvalError {
         expected: TensorType,
         found: TensorType,
     },
+    #[error(
+        "node {index} `{name}` ({op}) would hold {bytes} bytes, more than the limit of {limit}"
+    )]
+    TooLarge {
+        index: usize,
+        name: String,
+        op: String,
+        bytes: u64,
+        limit: u64,
+    },
     #[error("node {index} `{name}` ({op}): {source}")]
     Kernel {
         index: usize,
@@ -26,7 +36,7 @@ pub enum EvalError {
         op: String,
         source: KernelError,
     },
-    #[error("node {index} `{name}` ({op}) produced {count} non-finite values (first at element {first})")]
+    #[error("node {index} `{name}` ({op}) produced {count} non-finite value{} (first at element {first})", if *.count == 1 { "" } else { "s" })]
     NonFinite {
         index: usize,
         name: String,
@@ -74,45 +84,80 @@ fn check_inputs(p: &Program, inputs: &[Tensor]) -> Result<(), EvalError> {
     Ok(())
 }
 
+/// The largest single value evaluation will allocate (a hostile module can declare a broadcast
+/// to terabytes; refuse it before allocating rather than abort).
+pub const MAX_VALUE_BYTES: u64 = 1 << 34;
+
+fn check_sizes(p: &Program) -> Result<(), EvalError> {
+    for (i, node) in p.nodes().iter().enumerate() {
+        let bytes = node.ty.bytes() as u64;
+        if bytes > MAX_VALUE_BYTES {
+            return Err(EvalError::TooLarge {
+                index: i,
+                name: node.name.clone(),
+                op: node.prim.name().to_string(),
+                bytes,
+                limit: MAX_VALUE_BYTES,
+            });
+        }
+    }
+    Ok(())
+}
+
 fn run(
     p: &Program,
     inputs: &[Tensor],
     mut report: Option<&mut EvalReport>,
 ) -> Result<Vec<Tensor>, EvalError> {
     check_inputs(p, inputs)?;
+    check_sizes(p)?;
     let n_in = p.n_inputs();
     let mut env: Vec<Option<Tensor>> = Vec::with_capacity(p.n_vars());
     env.extend(inputs.iter().cloned().map(Some));
     env.resize(p.n_vars(), None);
-    // Free each value after its last reader, unless it is an output.
+    // A value dies at its last reader, unless it is an output.
     let mut last = p.last_uses();
     for &o in p.outputs() {
         last[o.index()] = None;
     }
-    let mut frees: Vec<Vec<usize>> = vec![Vec::new(); p.n_nodes()];
-    for (v, l) in last.iter().enumerate() {
-        if let Some(i) = l {
-            frees[*i].push(v);
-        }
-    }
     for (i, node) in p.nodes().iter().enumerate() {
-        let args: Vec<&Tensor> = node
-            .operands
+        // Operands that die here are moved to the kernel, which may then reuse their buffers;
+        // a repeated operand is moved only at its last occurrence.
+        let ops = &node.operands;
+        let args: Vec<Tensor> = ops
             .iter()
-            .map(|o| {
-                env[o.index()]
-                    .as_ref()
-                    .expect("operands are live until their last use")
+            .enumerate()
+            .map(|(k, o)| {
+                let slot = &mut env[o.index()];
+                let value = if last[o.index()] == Some(i) && !ops[k + 1..].contains(o) {
+                    slot.take()
+                } else {
+                    slot.clone()
+                };
+                value.expect("operands are live until their last use")
             })
             .collect();
+        if let Some(r) = report.as_deref_mut() {
+            let refs: Vec<&Tensor> = args.iter().collect();
+            let elements = node.prim.convention_points(&refs);
+            if elements > 0 {
+                r.conventions.push(ConventionHit {
+                    index: i,
+                    name: node.name.clone(),
+                    op: node.prim.name().to_string(),
+                    convention: node.prim.rule().to_string(),
+                    elements,
+                });
+            }
+        }
         let fail = |source| EvalError::Kernel {
             index: i,
             name: node.name.clone(),
             op: node.prim.name().to_string(),
             source,
         };
-        let out = node.prim.eval(&args).map_err(fail)?;
-        if out.ty() != node.ty {
+        let out = node.prim.eval_owned(args).map_err(fail)?;
+        if out.dtype() != node.ty.dtype || *out.shape() != node.ty.shape {
             return Err(fail(KernelError::Unsupported(format!(
                 "kernel returned {}, its type rule says {}",
                 out.ty(),
@@ -134,22 +179,12 @@ fn run(
                 first,
             });
         }
-        if let Some(r) = report.as_deref_mut() {
-            let elements = node.prim.convention_points(&args);
-            if elements > 0 {
-                r.conventions.push(ConventionHit {
-                    index: i,
-                    name: node.name.clone(),
-                    op: node.prim.name().to_string(),
-                    convention: node.prim.rule().to_string(),
-                    elements,
-                });
-            }
-        }
-        drop(args);
         env[n_in + i] = Some(out);
-        for &v in &frees[i] {
-            env[v] = None;
+        // Values read here for the last time (inputs held by the caller included) go now.
+        for o in ops {
+            if last[o.index()] == Some(i) {
+                env[o.index()] = None;
+            }
         }
     }
     Ok(p.outputs()

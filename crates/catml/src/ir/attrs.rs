@@ -38,8 +38,14 @@ impl<'a> AttrReader<'a> {
         self.get(key).ok_or_else(|| TypeError::attr(key, "missing"))
     }
 
+    /// The raw value, required; a missing key is reported with what was expected there.
+    fn require_a(&mut self, key: &'a str, expected: &str) -> Result<&'a Value, TypeError> {
+        self.get(key)
+            .ok_or_else(|| TypeError::attr(key, format!("missing, expected {expected}")))
+    }
+
     pub fn usize(&mut self, key: &'a str) -> Result<usize, TypeError> {
-        as_usize(key, self.require(key)?)
+        as_usize(key, self.require_a(key, "a non-negative integer")?)
     }
 
     pub fn opt_usize(&mut self, key: &'a str) -> Result<Option<usize>, TypeError> {
@@ -47,13 +53,13 @@ impl<'a> AttrReader<'a> {
     }
 
     pub fn f64(&mut self, key: &'a str) -> Result<f64, TypeError> {
-        let v = self.require(key)?;
+        let v = self.require_a(key, "a number")?;
         v.as_f64()
-            .ok_or_else(|| TypeError::attr(key, format!("expected a number, found {}", kind(v))))
+            .ok_or_else(|| TypeError::attr(key, format!("expected a number, found {}", found(v))))
     }
 
     pub fn usize_list(&mut self, key: &'a str) -> Result<Vec<usize>, TypeError> {
-        as_usize_list(key, self.require(key)?)
+        as_usize_list(key, self.require_a(key, "a list of integers")?)
     }
 
     pub fn opt_usize_list(&mut self, key: &'a str) -> Result<Option<Vec<usize>>, TypeError> {
@@ -73,7 +79,7 @@ impl<'a> AttrReader<'a> {
     }
 
     pub fn dtype(&mut self, key: &'a str) -> Result<DType, TypeError> {
-        let v = self.require(key)?;
+        let v = self.require_a(key, "\"f32\", \"f64\" or \"i64\"")?;
         v.as_str().and_then(DType::parse).ok_or_else(|| {
             TypeError::attr(
                 key,
@@ -83,9 +89,9 @@ impl<'a> AttrReader<'a> {
     }
 
     pub fn string(&mut self, key: &'a str) -> Result<&'a str, TypeError> {
-        let v = self.require(key)?;
+        let v = self.require_a(key, "a string")?;
         v.as_str()
-            .ok_or_else(|| TypeError::attr(key, format!("expected a string, found {}", kind(v))))
+            .ok_or_else(|| TypeError::attr(key, format!("expected a string, found {}", found(v))))
     }
 
     /// Fails on any key that was not read.
@@ -108,6 +114,15 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
+/// What was found, for messages: scalars with their value, containers by kind.
+fn found(v: &Value) -> String {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => v.to_string(),
+        Value::String(_) => format!("the string {v}"),
+        Value::Array(_) | Value::Object(_) => kind(v).to_string(),
+    }
+}
+
 fn as_usize(key: &str, v: &Value) -> Result<usize, TypeError> {
     match v.as_u64() {
         Some(n) => {
@@ -115,14 +130,7 @@ fn as_usize(key: &str, v: &Value) -> Result<usize, TypeError> {
         }
         None => Err(TypeError::attr(
             key,
-            format!(
-                "expected a non-negative integer, found {}",
-                if v.is_number() {
-                    v.to_string()
-                } else {
-                    kind(v).to_string()
-                }
-            ),
+            format!("expected a non-negative integer, found {}", found(v)),
         )),
     }
 }
@@ -131,7 +139,7 @@ fn as_usize_list(key: &str, v: &Value) -> Result<Vec<usize>, TypeError> {
     let items = v.as_array().ok_or_else(|| {
         TypeError::attr(
             key,
-            format!("expected a list of integers, found {}", kind(v)),
+            format!("expected a list of integers, found {}", found(v)),
         )
     })?;
     items.iter().map(|x| as_usize(key, x)).collect()

@@ -78,6 +78,10 @@ pub struct Builder {
     names: HashMap<String, Var>,
     tag: Option<String>,
     prefix: String,
+    /// For each hint given to [`fresh_name`](Self::fresh_name): a suffix k such that
+    /// `hint.1` .. `hint.(k-1)` are all taken (names are never released), so the search for
+    /// the next free name starts there instead of at 1.
+    next_suffix: HashMap<String, usize>,
 }
 
 impl Builder {
@@ -130,8 +134,7 @@ impl Builder {
 
     /// Applies a primitive under a fresh name.
     pub fn apply(&mut self, prim: Prim, operands: &[Var]) -> Result<Var, TypeError> {
-        let name = self.fresh_name(&self.prefix.clone());
-        self.apply_as(name, prim, operands)
+        self.apply_fresh(&self.prefix.clone(), prim, operands)
     }
 
     /// Applies a primitive under a name derived from `hint` (the hint itself if it is free).
@@ -141,8 +144,18 @@ impl Builder {
         prim: Prim,
         operands: &[Var],
     ) -> Result<Var, TypeError> {
-        let name = self.fresh_name(hint);
-        self.apply_as(name, prim, operands)
+        self.apply_fresh(hint, prim, operands)
+    }
+
+    /// Applies under the free name for `hint`; the next search for this hint starts after it,
+    /// so naming n nodes from one hint is linear, not quadratic.
+    fn apply_fresh(&mut self, hint: &str, prim: Prim, operands: &[Var]) -> Result<Var, TypeError> {
+        let (name, k) = self.free_name(hint);
+        let v = self.apply_as(name, prim, operands)?;
+        if k > 0 {
+            self.next_suffix.insert(hint.to_string(), k + 1);
+        }
+        Ok(v)
     }
 
     /// Applies a primitive under exactly this name.
@@ -209,12 +222,18 @@ impl Builder {
 
     /// `hint` if no value has that name yet, else `hint.1`, `hint.2`, ...
     pub fn fresh_name(&self, hint: &str) -> String {
+        self.free_name(hint).0
+    }
+
+    /// The free name for `hint` and its suffix (0: the hint itself).
+    fn free_name(&self, hint: &str) -> (String, usize) {
         if !self.names.contains_key(hint) {
-            return hint.to_string();
+            return (hint.to_string(), 0);
         }
-        (1..)
-            .map(|k| format!("{hint}.{k}"))
-            .find(|n| !self.names.contains_key(n))
+        let start = self.next_suffix.get(hint).copied().unwrap_or(1);
+        (start..)
+            .map(|k| (format!("{hint}.{k}"), k))
+            .find(|(n, _)| !self.names.contains_key(n))
             .expect("unbounded")
     }
 
@@ -280,12 +299,11 @@ impl Builder {
         }
         for n in &p.nodes {
             let operands: Vec<Var> = n.operands.iter().map(|o| map[o.index()]).collect();
-            let name = self.fresh_name(&n.name);
             let saved = n.tag.as_ref().map(|t| self.set_tag(Some(t.clone())));
             let v = self
-                .apply_as(name.clone(), n.prim.clone(), &operands)
+                .apply_fresh(&n.name, n.prim.clone(), &operands)
                 .map_err(|source| BuildError::Type {
-                    name,
+                    name: self.fresh_name(&n.name),
                     op: n.prim.name().to_string(),
                     source,
                 })?;
@@ -356,5 +374,35 @@ impl Builder {
             },
             map,
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::prim::Ops;
+    use crate::tensor::DType;
+
+    #[test]
+    fn fresh_names_skip_taken_names_and_failed_applications() {
+        let mut b = Builder::new();
+        let x = b
+            .input("x", TensorType::new(DType::F64, [2]), InputKind::Data)
+            .unwrap();
+        let m = b
+            .input("m", TensorType::new(DType::F64, [3]), InputKind::Data)
+            .unwrap();
+        b.apply_named("t.1", Arc::new(crate::prim::Neg), &[x])
+            .unwrap();
+        let t = b.tanh(x).unwrap();
+        assert!(b.add(x, m).is_err());
+        let t2 = b.exp(t).unwrap();
+        let t3 = b.exp(t2).unwrap();
+        let names: Vec<&str> = [t, t2, t3].iter().map(|&v| b.name(v)).collect();
+        assert_eq!(names, ["t", "t.2", "t.3"]);
+        assert_eq!(b.fresh_name("t"), "t.4");
+        assert_eq!(b.fresh_name("u"), "u");
     }
 }

@@ -51,17 +51,11 @@ pub(crate) struct NodeJson {
 /// Parses and validates a LensIR module.
 pub fn from_str(text: &str, registry: &Registry) -> Result<Program, ValidationErrors> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let module: ModuleJson = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        ValidationError::Json {
-            path: if path == "." {
-                "module".to_string()
-            } else {
-                path
-            },
+    let module: ModuleJson =
+        serde_path_to_error::deserialize(&mut de).map_err(|e| ValidationError::Json {
+            path: json_path(e.path()),
             message: e.into_inner().to_string(),
-        }
-    })?;
+        })?;
     de.end().map_err(|e| ValidationError::Json {
         path: "module".to_string(),
         message: e.to_string(),
@@ -69,18 +63,56 @@ pub fn from_str(text: &str, registry: &Registry) -> Result<Program, ValidationEr
     build(module, registry)
 }
 
-fn parse_shape(dims: &[Value]) -> Result<Shape, String> {
+/// A JSON path like `nodes[0].op`, without the segments the parser could not name (a syntax
+/// error inside an object has an unknown last key); `module` for the top level.
+fn json_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key: name } | Segment::Enum { variant: name } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(name);
+            }
+            Segment::Unknown => {}
+        }
+    }
+    if out.is_empty() {
+        "module".to_string()
+    } else {
+        out
+    }
+}
+
+/// Why an input's shape is invalid.
+enum BadShape {
+    /// A dimension that is not a positive integer (as written).
+    Dim(String),
+    /// The element count overflows.
+    TooLarge,
+}
+
+/// A shape as written in JSON, with the dimensions separated like `Shape`'s display.
+fn shape_text(dims: &[Value]) -> String {
+    let dims: Vec<String> = dims.iter().map(Value::to_string).collect();
+    format!("[{}]", dims.join(", "))
+}
+
+fn parse_shape(dims: &[Value]) -> Result<Shape, BadShape> {
     let mut out = Vec::with_capacity(dims.len());
     for d in dims {
         match d.as_u64().filter(|&n| n > 0) {
-            Some(n) => out.push(usize::try_from(n).map_err(|_| d.to_string())?),
-            None => return Err(d.to_string()),
+            Some(n) => out.push(usize::try_from(n).map_err(|_| BadShape::TooLarge)?),
+            None => return Err(BadShape::Dim(d.to_string())),
         }
     }
     let shape = Shape::new(out);
     match shape.checked_numel() {
         Some(_) => Ok(shape),
-        None => Err(format!("(product of {})", shape)),
+        None => Err(BadShape::TooLarge),
     }
 }
 
@@ -129,12 +161,21 @@ pub(crate) fn build(m: ModuleJson, registry: &Registry) -> Result<Program, Valid
         first_def.insert(&input.name, place);
         let shape = match parse_shape(&input.shape) {
             Ok(s) => s,
-            Err(dim) => {
-                errors.push(ValidationError::InvalidDim {
-                    index,
-                    name: input.name.clone(),
-                    dim,
-                    shape: Value::Array(input.shape.clone()).to_string(),
+            Err(bad) => {
+                let shape = shape_text(&input.shape);
+                errors.push(match bad {
+                    BadShape::Dim(dim) => ValidationError::InvalidDim {
+                        index,
+                        name: input.name.clone(),
+                        dim,
+                        shape,
+                    },
+                    BadShape::TooLarge => ValidationError::TooManyElements {
+                        index,
+                        name: input.name.clone(),
+                        shape,
+                        max: Shape::MAX_NUMEL,
+                    },
                 });
                 poisoned.insert(&input.name);
                 continue;

@@ -30,8 +30,11 @@ fn is_plain(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || "_.-/#@$%".contains(c))
 }
 
+/// Words that start a section line; a value so named is quoted so it is not read as one.
+const KEYWORDS: [&str; 3] = ["inputs", "instructions", "outputs"];
+
 fn write_name(out: &mut String, name: &str) {
-    if is_plain(name) {
+    if is_plain(name) && !KEYWORDS.contains(&name) {
         out.push_str(name);
     } else {
         out.push_str(&serde_json::to_string(name).expect("serialisable"));
@@ -204,7 +207,8 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
         nodes: Vec::new(),
         outputs: Vec::new(),
     };
-    let mut declared: Vec<TensorType> = Vec::new();
+    // Each instruction's declared type and its line.
+    let mut declared: Vec<(TensorType, usize)> = Vec::new();
     let mut saw_outputs = false;
     for (i, raw) in text.lines().enumerate() {
         let mut c = Cursor {
@@ -282,7 +286,7 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                 }
                 let name = c.name()?;
                 c.expect(":")?;
-                declared.push(c.ty()?);
+                declared.push((c.ty()?, c.line));
                 c.expect("=")?;
                 c.skip_ws();
                 let open = c.rest.find('(').ok_or_else(|| c.err("expected `op(`"))?;
@@ -329,14 +333,14 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
 
 fn finish(
     module: ModuleJson,
-    declared: &[TensorType],
+    declared: &[(TensorType, usize)],
     registry: &Registry,
 ) -> Result<Program, ValidationErrors> {
     let p = build(module, registry)?;
-    for (k, (n, ty)) in p.nodes().iter().zip(declared).enumerate() {
+    for (k, (n, (ty, line))) in p.nodes().iter().zip(declared).enumerate() {
         if n.ty != *ty {
             return Err(ValidationError::Listing {
-                line: 0,
+                line: *line,
                 message: format!(
                     "instruction {k} `{}` is declared {ty} but its primitive gives {}",
                     n.name, n.ty

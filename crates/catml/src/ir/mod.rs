@@ -6,11 +6,13 @@
 mod attrs;
 mod builder;
 mod compose;
+pub mod dot;
 pub mod json;
 pub mod listing;
 mod primitive;
 mod program;
 mod registry;
+mod structure;
 mod validate;
 
 pub use attrs::{attrs_of, AttrReader};
@@ -21,4 +23,5 @@ pub use primitive::{
 };
 pub use program::{Def, Input, InputKind, Node, Program, Var};
 pub use registry::{Constructor, Registry};
+pub use structure::{structural_difference, StructuralDifference};
 pub use validate::{ValidationError, ValidationErrors};

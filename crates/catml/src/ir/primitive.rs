@@ -34,7 +34,7 @@ impl fmt::Display for RuleKind {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TypeError {
-    #[error("expected {expected} operands, found {found}")]
+    #[error("expected {expected} operand{}, found {found}", plural(.expected))]
     Arity { expected: String, found: usize },
     #[error("operand {index} has dtype {found}, expected {expected}")]
     DType {
@@ -42,7 +42,7 @@ pub enum TypeError {
         expected: String,
         found: DType,
     },
-    #[error("operand types differ: {left} vs {right}")]
+    #[error("operand types differ: operand 0 is {left}, operand 1 is {right}")]
     Mismatch { left: TensorType, right: TensorType },
     #[error("operand {index} has type {found}, expected {expected}")]
     Operand {
@@ -54,6 +54,15 @@ pub enum TypeError {
     Attr { key: String, message: String },
     #[error("{0}")]
     Invalid(String),
+}
+
+/// The plural suffix for a count written as text ("1" operand, "2" or "at least 1" operands).
+fn plural(count: &str) -> &'static str {
+    if count == "1" {
+        ""
+    } else {
+        "s"
+    }
 }
 
 impl TypeError {
@@ -102,6 +111,14 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
     /// The eval functor on f32/f64 (and i64 where meaningful). Operands have the types `infer`
     /// accepted. Rejects inputs outside the admissible domain.
     fn eval(&self, inputs: &[&Tensor]) -> Result<Tensor, KernelError>;
+
+    /// `eval` with the operands handed over: an operand whose value dies at this node arrives
+    /// holding the only reference to its buffer, and an elementwise kernel may write its result
+    /// there instead of allocating. The default borrows and calls `eval`.
+    fn eval_owned(&self, inputs: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        self.eval(&refs)
+    }
 
     /// Exact evaluation over rationals; `None` when the operation is not rational.
     fn eval_rational(&self, _inputs: &[&RArray]) -> Option<Result<RArray, KernelError>> {

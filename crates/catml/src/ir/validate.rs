@@ -4,7 +4,8 @@
 //! the first:
 //! - malformed JSON, trailing characters, wrong field types, unknown fields (with the JSON path);
 //! - an unknown `format`;
-//! - invalid input dimensions (zero, negative, non-integer, overflowing the element count);
+//! - invalid input dimensions (zero, negative, non-integer) and shapes whose element count
+//!   overflows;
 //! - duplicate definitions (two inputs, two nodes, or a node and an input with one name);
 //! - `parameters` naming something that is not an input, or naming one twice;
 //! - unknown primitives;
@@ -27,12 +28,21 @@ pub enum ValidationError {
     Json { path: String, message: String },
     #[error("format: unsupported format `{found}`, expected `lensir-module/1`")]
     Format { found: String },
-    #[error("inputs[{index}] `{name}`: invalid dimension {dim} in shape {shape}: dimensions must be positive integers whose product fits")]
+    #[error("inputs[{index}] `{name}`: invalid dimension {dim} in shape {shape}, expected a positive integer")]
     InvalidDim {
         index: usize,
         name: String,
         dim: String,
         shape: String,
+    },
+    #[error(
+        "inputs[{index}] `{name}`: shape {shape} has too many elements (at most {max} allowed)"
+    )]
+    TooManyElements {
+        index: usize,
+        name: String,
+        shape: String,
+        max: usize,
     },
     #[error("{place} `{name}`: duplicate definition (first defined at {first})")]
     Duplicate {

@@ -2,10 +2,13 @@
 
 use std::sync::Arc;
 
-use super::dispatch::{eval_ring, eval_ring_rational, same_float_pair, unary_float, RingKernel};
+use super::dispatch::{
+    eval_ring, eval_ring_rational, map_in_place, or_eval, same_float_pair, unary_float,
+    zip_in_place, FloatMapInPlace, FloatZip, RingKernel,
+};
 use super::Ops;
 use crate::ir::{Builder, KernelError, Prim, Primitive, RuleError, TypeError, Var};
-use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
+use crate::tensor::{kernels, Array, Element, Float, RArray, Tensor, TensorType};
 
 /// Sums the present terms; `None` if all are zero.
 pub fn sum_terms(b: &mut Builder, terms: &[Option<Var>]) -> Result<Option<Var>, RuleError> {
@@ -29,6 +32,12 @@ impl RingKernel for Add {
     }
 }
 
+impl FloatZip for Add {
+    fn apply<T: Float>(&self, a: T, b: T) -> T {
+        a + b
+    }
+}
+
 impl Primitive for Add {
     fn name(&self) -> &str {
         "add"
@@ -38,6 +47,9 @@ impl Primitive for Add {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
+    }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        or_eval(zip_in_place(self, x), |x| self.eval(x))
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
@@ -72,6 +84,12 @@ impl RingKernel for Sub {
     }
 }
 
+impl FloatZip for Sub {
+    fn apply<T: Float>(&self, a: T, b: T) -> T {
+        a - b
+    }
+}
+
 impl Primitive for Sub {
     fn name(&self) -> &str {
         "sub"
@@ -81,6 +99,9 @@ impl Primitive for Sub {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
+    }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        or_eval(zip_in_place(self, x), |x| self.eval(x))
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
@@ -120,6 +141,14 @@ impl RingKernel for Neg {
     }
 }
 
+impl FloatMapInPlace for Neg {
+    fn apply_all<T: Float>(&self, buf: &mut [T]) {
+        for v in buf {
+            *v = -*v;
+        }
+    }
+}
+
 impl Primitive for Neg {
     fn name(&self) -> &str {
         "neg"
@@ -129,6 +158,9 @@ impl Primitive for Neg {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
+    }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        or_eval(map_in_place(self, x), |x| self.eval(x))
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
@@ -163,6 +195,12 @@ impl RingKernel for Mul {
     }
 }
 
+impl FloatZip for Mul {
+    fn apply<T: Float>(&self, a: T, b: T) -> T {
+        a * b
+    }
+}
+
 impl Primitive for Mul {
     fn name(&self) -> &str {
         "mul"
@@ -172,6 +210,9 @@ impl Primitive for Mul {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
+    }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        or_eval(zip_in_place(self, x), |x| self.eval(x))
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)

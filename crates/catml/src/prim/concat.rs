@@ -49,11 +49,23 @@ impl Primitive for Concat {
                 && t.rank() == first.rank()
                 && (0..t.rank()).all(|d| d == self.axis || t.dims()[d] == first.dims()[d]);
             if !fits {
+                // The type operand 0 asks for, with `_` on the joined axis.
+                let sizes: Vec<String> = (0..first.rank())
+                    .map(|d| {
+                        if d == self.axis {
+                            "_".to_string()
+                        } else {
+                            first.dims()[d].to_string()
+                        }
+                    })
+                    .collect();
                 return Err(TypeError::Operand {
                     index: i,
                     expected: format!(
-                        "{} with sizes equal to operand 0 off axis {}",
-                        first.dtype, self.axis
+                        "{}[{}] to join operand 0 {first} on axis {}",
+                        first.dtype,
+                        sizes.join(", "),
+                        self.axis
                     ),
                     found: t.clone(),
                 });

@@ -37,16 +37,22 @@ impl Primitive for Constant {
         Ok(self.value.clone())
     }
     fn eval_rational(&self, _x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
-        let data = self
-            .value
-            .to_f64_vec()
+        let values = self.value.to_f64_vec();
+        let data = values
             .iter()
-            .map(|&v| rational_from_f64(v).expect("constants are finite"))
-            .collect();
-        Some(
+            .enumerate()
+            .map(|(i, &v)| {
+                rational_from_f64(v).ok_or_else(|| {
+                    KernelError::Domain(format!(
+                        "constant {v} at element {i} is not finite, so not rational"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>();
+        Some(data.and_then(|data| {
             Array::new(Shape::new(self.value.dims().to_vec()), data)
-                .map_err(|e| KernelError::Unsupported(e.to_string())),
-        )
+                .map_err(|e| KernelError::Unsupported(e.to_string()))
+        }))
     }
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
@@ -74,7 +80,9 @@ impl Primitive for Constant {
 pub(crate) fn register(r: &mut Registry) {
     r.register("constant", |attrs: &Attrs| {
         let mut a = AttrReader::new(attrs);
-        let v = a.require("value")?;
+        let v = a.get("value").ok_or_else(|| {
+            TypeError::attr("value", "missing, expected a tensor {\"shape\", \"data\"}")
+        })?;
         let value: Tensor = serde_json::from_value(v.clone())
             .map_err(|e| TypeError::attr("value", e.to_string()))?;
         a.finish()?;

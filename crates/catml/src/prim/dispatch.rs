@@ -118,3 +118,92 @@ pub fn check_domain<T: Copy>(
         None => Ok(()),
     }
 }
+
+/// As [`check_domain`], naming the offending value and the admissible domain:
+/// `log of 0 at element 1, expected a positive value`.
+pub fn check_domain_of<T: Float>(
+    data: &[T],
+    bad: impl Fn(T) -> bool,
+    op: &str,
+    expected: &str,
+) -> Result<(), KernelError> {
+    match data.iter().position(|&v| bad(v)) {
+        Some(i) => Err(KernelError::Domain(format!(
+            "{op} of {} at element {i}, expected {expected}",
+            data[i].to_f64()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// An elementwise binary float operation, for kernels that write into an operand's buffer.
+pub trait FloatZip {
+    fn apply<T: Float>(&self, a: T, b: T) -> T;
+}
+
+/// An elementwise unary float operation over a whole buffer, in place.
+pub trait FloatMapInPlace {
+    fn apply_all<T: Float>(&self, buf: &mut [T]);
+}
+
+fn zip_arrays<T: Float, K: FloatZip>(
+    k: &K,
+    mut a: Array<T>,
+    mut b: Array<T>,
+) -> Result<Array<T>, (Array<T>, Array<T>)> {
+    if let Some(d) = a.unique_data_mut() {
+        for (x, &y) in d.iter_mut().zip(b.data()) {
+            *x = k.apply(*x, y);
+        }
+        return Ok(a);
+    }
+    if let Some(d) = b.unique_data_mut() {
+        for (y, &x) in d.iter_mut().zip(a.data()) {
+            *y = k.apply(x, *y);
+        }
+        return Ok(b);
+    }
+    Err((a, b))
+}
+
+/// `k` elementwise on two float operands of one type, written into the buffer of whichever
+/// operand is held only here; `Err` gives the operands back when neither is.
+pub fn zip_in_place<K: FloatZip>(k: &K, x: Vec<Tensor>) -> Result<Tensor, Vec<Tensor>> {
+    let mut it = x.into_iter();
+    match (it.next(), it.next(), it.next()) {
+        (Some(Tensor::F32(a)), Some(Tensor::F32(b)), None) => zip_arrays(k, a, b)
+            .map(Tensor::F32)
+            .map_err(|(a, b)| vec![Tensor::F32(a), Tensor::F32(b)]),
+        (Some(Tensor::F64(a)), Some(Tensor::F64(b)), None) => zip_arrays(k, a, b)
+            .map(Tensor::F64)
+            .map_err(|(a, b)| vec![Tensor::F64(a), Tensor::F64(b)]),
+        (a, b, c) => Err([a, b, c].into_iter().flatten().collect()),
+    }
+}
+
+/// `k` on a float operand held only here, in its own buffer; `Err` gives it back otherwise.
+pub fn map_in_place<K: FloatMapInPlace>(k: &K, x: Vec<Tensor>) -> Result<Tensor, Vec<Tensor>> {
+    let mut x = x;
+    if x.len() == 1 {
+        let unique = match &mut x[0] {
+            Tensor::F32(a) => a.unique_data_mut().map(|d| k.apply_all(d)).is_some(),
+            Tensor::F64(a) => a.unique_data_mut().map(|d| k.apply_all(d)).is_some(),
+            Tensor::I64(_) => false,
+        };
+        if unique {
+            return Ok(x.pop().expect("one operand"));
+        }
+    }
+    Err(x)
+}
+
+/// Evaluates in place when an operand's buffer can be reused, else through `eval`.
+pub fn or_eval(
+    done: Result<Tensor, Vec<Tensor>>,
+    eval: impl FnOnce(&[&Tensor]) -> Result<Tensor, KernelError>,
+) -> Result<Tensor, KernelError> {
+    match done {
+        Ok(t) => Ok(t),
+        Err(x) => eval(&x.iter().collect::<Vec<_>>()),
+    }
+}

@@ -21,6 +21,7 @@ fn check_axis(ty: &TensorType, axis: usize) -> Result<(), TypeError> {
     }
 }
 
+/// Every index is below `bound`; `what` names the bound (an axis of a type, or `size`).
 fn check_indices(indices: &[usize], bound: usize, what: &str) -> Result<(), TypeError> {
     if indices.is_empty() {
         return Err(TypeError::attr("indices", "must not be empty"));
@@ -29,7 +30,7 @@ fn check_indices(indices: &[usize], bound: usize, what: &str) -> Result<(), Type
         Some(j) => Err(TypeError::attr(
             "indices",
             format!(
-                "index {} at position {j} is out of range for {what} {bound}",
+                "indices[{j}] = {} is out of range for {what}, expected less than {bound}",
                 indices[j]
             ),
         )),
@@ -69,7 +70,11 @@ impl Primitive for Gather {
         arity(inputs, 1)?;
         float_operand(inputs, 0)?;
         check_axis(&inputs[0], self.axis)?;
-        check_indices(&self.indices, inputs[0].dims()[self.axis], "axis size")?;
+        check_indices(
+            &self.indices,
+            inputs[0].dims()[self.axis],
+            &format!("axis {} of {}", self.axis, inputs[0]),
+        )?;
         let mut dims = inputs[0].dims().to_vec();
         dims[self.axis] = self.indices.len();
         Ok(TensorType::new(inputs[0].dtype, dims))
@@ -158,7 +163,7 @@ impl Primitive for ScatterAdd {
         if self.size == 0 {
             return Err(TypeError::attr("size", "must be positive"));
         }
-        check_indices(&self.indices, self.size, "size")?;
+        check_indices(&self.indices, self.size, &format!("size {}", self.size))?;
         if inputs[0].dims()[self.axis] != self.indices.len() {
             return Err(TypeError::attr(
                 "indices",

@@ -96,7 +96,7 @@ impl Primitive for MatMul {
         };
         if k1 != k2 {
             return Err(TypeError::Invalid(format!(
-                "contraction sizes differ: {} by {} (inner {k1} vs {k2})",
+                "contraction sizes differ: operand 0 {} contracts {k1}, operand 1 {} contracts {k2}",
                 inputs[0], inputs[1]
             )));
         }

@@ -58,13 +58,13 @@ impl Primitive for Sum {
         if let Some(&bad) = axes.iter().find(|&&a| a >= rank) {
             return Err(TypeError::attr(
                 "axes",
-                format!("axis {bad} is out of range for rank {rank}"),
+                format!("axis {bad} is out of range for {} (rank {rank})", inputs[0]),
             ));
         }
         if let Some(w) = axes.windows(2).find(|w| w[0] == w[1]) {
             return Err(TypeError::attr(
                 "axes",
-                format!("axis {} is repeated", w[0]),
+                format!("axis {} is listed twice", w[0]),
             ));
         }
         let dims: Vec<usize> = (0..rank)

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use num_traits::{One, Zero};
 
 use super::dispatch::{
-    check_domain, eval_float, eval_ring_rational, unary_float, FloatKernel, RingKernel,
+    check_domain_of, eval_float, eval_ring_rational, map_in_place, or_eval, unary_float,
+    FloatKernel, FloatMapInPlace, RingKernel,
 };
 use super::Ops;
 use crate::ir::{Builder, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError, Var};
@@ -54,6 +55,14 @@ macro_rules! float_map {
                 Ok(kernels::map_copy(x[0], |$v: T| $body))
             }
         }
+        impl FloatMapInPlace for $ty {
+            fn apply_all<T: Float>(&self, buf: &mut [T]) {
+                for v in buf {
+                    let $v: T = *v;
+                    *v = $body;
+                }
+            }
+        }
     };
 }
 
@@ -71,6 +80,9 @@ impl Primitive for Exp {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        or_eval(map_in_place(self, x), |x| self.eval(x))
     }
     fn jvp(
         &self,
@@ -98,10 +110,11 @@ pub struct Log;
 
 impl FloatKernel for Log {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        check_domain(
+        check_domain_of(
             x[0].data(),
             |v| v <= T::zero() || v.is_nan(),
-            "log of a value <= 0",
+            "log",
+            "a positive value",
         )?;
         Ok(kernels::map_copy(x[0], |v| v.ln()))
     }
@@ -147,7 +160,18 @@ impl Primitive for Log {
 /// tanh x.
 #[derive(Debug, Clone, Copy)]
 pub struct Tanh;
-float_map!(Tanh, |v| v.tanh());
+
+impl FloatKernel for Tanh {
+    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        Ok(Array::new(x[0].shape().clone(), T::tanh_all(x[0].data())).expect("same length"))
+    }
+}
+
+impl FloatMapInPlace for Tanh {
+    fn apply_all<T: Float>(&self, buf: &mut [T]) {
+        T::tanh_assign(buf)
+    }
+}
 
 impl Primitive for Tanh {
     fn name(&self) -> &str {
@@ -158,6 +182,9 @@ impl Primitive for Tanh {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        or_eval(map_in_place(self, x), |x| self.eval(x))
     }
     fn jvp(
         &self,
@@ -207,6 +234,9 @@ impl Primitive for Sigmoid {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        or_eval(map_in_place(self, x), |x| self.eval(x))
     }
     fn jvp(
         &self,
@@ -376,7 +406,12 @@ pub struct Reciprocal;
 
 impl FloatKernel for Reciprocal {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        check_domain(x[0].data(), |v| v == T::zero(), "reciprocal of 0")?;
+        check_domain_of(
+            x[0].data(),
+            |v| v == T::zero(),
+            "reciprocal",
+            "a nonzero value",
+        )?;
         Ok(kernels::map_copy(x[0], |v| T::one() / v))
     }
 }
@@ -395,7 +430,7 @@ impl Primitive for Reciprocal {
         let a = x[0];
         Some(match a.data().iter().position(|v| v.is_zero()) {
             Some(i) => Err(KernelError::Domain(format!(
-                "reciprocal of 0 at element {i}"
+                "reciprocal of 0 at element {i}, expected a nonzero value"
             ))),
             None => Ok(a.map(|v| crate::tensor::Rational::one() / v)),
         })
@@ -433,10 +468,11 @@ pub struct Rsqrt;
 
 impl FloatKernel for Rsqrt {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        check_domain(
+        check_domain_of(
             x[0].data(),
             |v| v <= T::zero() || v.is_nan(),
-            "rsqrt of a value <= 0",
+            "rsqrt",
+            "a positive value",
         )?;
         Ok(kernels::map_copy(x[0], |v| T::one() / v.sqrt()))
     }

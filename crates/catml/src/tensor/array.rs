@@ -98,6 +98,11 @@ impl<T: Element> Array<T> {
         Array::from_parts(self.shape.clone(), self.data.iter().map(f).collect())
     }
 
+    /// The buffer for writing, if this array holds the only reference to it.
+    pub fn unique_data_mut(&mut self) -> Option<&mut [T]> {
+        Arc::get_mut(&mut self.data).map(Vec::as_mut_slice)
+    }
+
     /// Takes the buffer, copying only if it is shared.
     pub fn into_vec(self) -> Vec<T> {
         Arc::try_unwrap(self.data).unwrap_or_else(|shared| (*shared).clone())

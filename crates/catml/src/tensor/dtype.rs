@@ -105,10 +105,28 @@ pub trait Float: Element + Copy + num_traits::Float + 'static {
     const DTYPE: DType;
     fn from_f64(x: f64) -> Self;
     fn to_f64(self) -> f64;
+
+    /// tanh of every element (vectorised for f32 and f64, see `fastmath`).
+    fn tanh_all(src: &[Self]) -> Vec<Self> {
+        src.iter().map(|x| x.tanh()).collect()
+    }
+
+    /// tanh of every element, in place.
+    fn tanh_assign(buf: &mut [Self]) {
+        for v in buf {
+            *v = v.tanh();
+        }
+    }
 }
 
 impl Float for f32 {
     const DTYPE: DType = DType::F32;
+    fn tanh_all(src: &[f32]) -> Vec<f32> {
+        super::fastmath::tanh_f32_slice(src)
+    }
+    fn tanh_assign(buf: &mut [f32]) {
+        super::fastmath::tanh_f32_in_place(buf)
+    }
     #[inline(always)]
     fn from_f64(x: f64) -> Self {
         x as f32
@@ -121,6 +139,12 @@ impl Float for f32 {
 
 impl Float for f64 {
     const DTYPE: DType = DType::F64;
+    fn tanh_all(src: &[f64]) -> Vec<f64> {
+        super::fastmath::tanh_f64_slice(src)
+    }
+    fn tanh_assign(buf: &mut [f64]) {
+        super::fastmath::tanh_f64_in_place(buf)
+    }
     #[inline(always)]
     fn from_f64(x: f64) -> Self {
         x

@@ -72,12 +72,26 @@ fn for_each_offset(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut
 }
 
 /// Copies `src` into a new array of shape `dims`, reading element `sum_i idx_i * strides[i]`
-/// (a stride of 0 repeats: broadcasting; permuted strides transpose).
+/// (a stride of 0 repeats: broadcasting; permuted strides transpose). Rows of the innermost
+/// dimension are copied as slices when contiguous and filled when repeated.
 pub fn strided_copy<T: Element>(src: &[T], dims: &[usize], strides: &[usize]) -> Vec<T> {
     let n: usize = dims.iter().product();
     let mut out = Vec::with_capacity(n);
-    let unit = Shape::new(dims.to_vec()).strides();
-    for_each_offset(dims, strides, &unit, |o, _| out.push(src[o].clone()));
+    let Some((&inner, outer_dims)) = dims.split_last() else {
+        out.push(src[0].clone());
+        return out;
+    };
+    let (&step, outer_strides) = strides.split_last().expect("one stride per dim");
+    for_each_offset(
+        outer_dims,
+        outer_strides,
+        outer_strides,
+        |o, _| match step {
+            1 => out.extend_from_slice(&src[o..o + inner]),
+            0 => out.extend(std::iter::repeat_n(src[o].clone(), inner)),
+            _ => out.extend((0..inner).map(|i| src[o + i * step].clone())),
+        },
+    );
     out
 }
 
@@ -107,7 +121,9 @@ pub fn broadcast<T: Element>(a: &Array<T>, shape: &Shape, dims_map: &[usize]) ->
     )
 }
 
-/// Sum over the given (sorted, distinct) axes, which are removed from the shape.
+/// Sum over the given (sorted, distinct) axes, which are removed from the shape. Leading and
+/// trailing runs of axes (a column sum, a row sum) are contiguous loops; both add the terms in
+/// the same order as the general walk.
 pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
     let dims = a.dims();
     let out_dims: Vec<usize> = (0..dims.len())
@@ -115,6 +131,31 @@ pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
         .map(|i| dims[i])
         .collect();
     let out_shape = Shape::new(out_dims);
+    let src = a.data();
+    let leading = axes.iter().enumerate().all(|(i, &x)| i == x);
+    let trailing = axes
+        .iter()
+        .enumerate()
+        .all(|(i, &x)| x == dims.len() - axes.len() + i);
+    if leading || trailing {
+        let kept = out_shape.numel();
+        let mut out = vec![T::zero(); kept];
+        if leading {
+            for chunk in src.chunks_exact(kept) {
+                for (o, v) in out.iter_mut().zip(chunk) {
+                    *o = o.clone() + v.clone();
+                }
+            }
+        } else {
+            let len = src.len() / kept;
+            for (o, chunk) in out.iter_mut().zip(src.chunks_exact(len)) {
+                for v in chunk {
+                    *o = o.clone() + v.clone();
+                }
+            }
+        }
+        return Array::from_parts(out_shape, out);
+    }
     let out_strides = out_shape.strides();
     // Stride of each input dim in the output (0 on reduced axes).
     let mut strides = vec![0usize; dims.len()];
@@ -127,7 +168,6 @@ pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
     }
     let mut out = vec![T::zero(); out_shape.numel()];
     let unit = a.shape().strides();
-    let src = a.data();
     for_each_offset(dims, &strides, &unit, |o, i| {
         out[o] = out[o].clone() + src[i].clone();
     });
@@ -246,49 +286,78 @@ impl<'a, T> MatRef<'a, T> {
 /// Below this many multiply-adds, a second thread costs more than it saves.
 const PARALLEL_GEMM_MIN: usize = 1 << 18;
 
+/// At or below this many multiply-adds a plain loop beats the `gemm` crate's dispatch and
+/// packing.
+const DIRECT_GEMM_MAX: usize = 256;
+
 /// C = A B (+ C if `accumulate`), by the `gemm` crate, for row-major C of shape (m, n).
 pub fn gemm_into<T: Float>(c: &mut [T], a: MatRef<'_, T>, b: MatRef<'_, T>, accumulate: bool) {
+    debug_assert_eq!(c.len(), a.rows * b.cols);
+    // SAFETY: `c` is an initialised buffer of m * n elements.
+    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate) }
+}
+
+/// # Safety
+/// `c` points to m * n writable elements, initialised if `accumulate`.
+unsafe fn gemm_raw<T: Float>(c: *mut T, a: MatRef<'_, T>, b: MatRef<'_, T>, accumulate: bool) {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     debug_assert_eq!(b.rows, k);
-    debug_assert_eq!(c.len(), m * n);
     let (ars, acs) = a.strides();
     let (brs, bcs) = b.strides();
+    if m * n * k <= DIRECT_GEMM_MAX {
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = T::zero();
+                for t in 0..k {
+                    acc = acc + a.data[a.at(i, t)] * b.data[b.at(t, j)];
+                }
+                let dst = c.add(i * n + j);
+                dst.write(if accumulate { *dst + acc } else { acc });
+            }
+        }
+        return;
+    }
     let parallelism = if m * n * k >= PARALLEL_GEMM_MIN {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
     };
     // SAFETY: the pointers and strides describe buffers of the checked sizes: A is (m, k),
-    // B is (k, n) and C is (m, n), each inside its slice.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            c.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            a.data.as_ptr(),
-            acs,
-            ars,
-            b.data.as_ptr(),
-            bcs,
-            brs,
-            T::one(),
-            T::one(),
-            false,
-            false,
-            false,
-            parallelism,
-        );
-    }
+    // B is (k, n) and C is (m, n), each inside its slice. Without `accumulate` the crate
+    // writes C without reading it.
+    gemm::gemm(
+        m,
+        n,
+        k,
+        c,
+        1,
+        n as isize,
+        accumulate,
+        a.data.as_ptr(),
+        acs,
+        ars,
+        b.data.as_ptr(),
+        bcs,
+        brs,
+        T::one(),
+        T::one(),
+        false,
+        false,
+        false,
+        parallelism,
+    );
 }
 
 /// C = A B for floats.
 pub fn gemm<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Vec<T> {
-    let mut c = vec![T::zero(); a.rows * b.cols];
-    gemm_into(&mut c, a, b, false);
+    let len = a.rows * b.cols;
+    let mut c = Vec::with_capacity(len);
+    // SAFETY: the buffer has room for m * n elements, and without `accumulate` every one of
+    // them is written and none is read.
+    unsafe {
+        gemm_raw(c.as_mut_ptr(), a, b, false);
+        c.set_len(len);
+    }
     c
 }
 
@@ -354,6 +423,66 @@ mod tests {
         let a = arr(&[2, 1], &[1., 2.]);
         let b = arr(&[2, 2], &[3., 4., 5., 6.]);
         assert_eq!(concat(&[&a, &b], 1).data(), &[1., 3., 4., 2., 5., 6.]);
+    }
+
+    #[test]
+    fn sums_over_leading_middle_and_trailing_axes_agree_with_a_direct_loop() {
+        let data: Vec<f64> = (0..24).map(|x| (x as f64) * 0.25 - 2.0).collect();
+        let a = arr(&[2, 3, 4], &data);
+        let at = |i: usize, j: usize, k: usize| data[(i * 3 + j) * 4 + k];
+        let middle: Vec<f64> = (0..2)
+            .flat_map(|i| (0..4).map(move |k| (i, k)))
+            .map(|(i, k)| (0..3).map(|j| at(i, j, k)).sum())
+            .collect();
+        assert_eq!(sum_axes(&a, &[1]).data(), &middle[..]);
+        let leading: Vec<f64> = (0..4)
+            .map(|k| {
+                (0..2)
+                    .flat_map(|i| (0..3).map(move |j| (i, j)))
+                    .map(|(i, j)| at(i, j, k))
+                    .sum()
+            })
+            .collect();
+        assert_eq!(sum_axes(&a, &[0, 1]).data(), &leading[..]);
+        let trailing: Vec<f64> = (0..2)
+            .map(|i| {
+                (0..3)
+                    .flat_map(|j| (0..4).map(move |k| (j, k)))
+                    .map(|(j, k)| at(i, j, k))
+                    .sum()
+            })
+            .collect();
+        assert_eq!(sum_axes(&a, &[1, 2]).data(), &trailing[..]);
+        assert_eq!(sum_axes(&a, &[]).data(), &data[..]);
+    }
+
+    #[test]
+    fn gemm_past_the_direct_loop_matches_generic_with_transposes() {
+        let (m, k, n) = (9, 10, 11);
+        let a: Vec<f64> = (0..m * k)
+            .map(|x| ((x * 7 % 13) as f64) * 0.5 - 3.0)
+            .collect();
+        let b: Vec<f64> = (0..k * n)
+            .map(|x| ((x * 5 % 11) as f64) * 0.25 - 1.0)
+            .collect();
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let ma = if ta {
+                MatRef::transpose_of(&a[..], k, m)
+            } else {
+                MatRef::new(&a[..], m, k)
+            };
+            let mb = if tb {
+                MatRef::transpose_of(&b[..], n, k)
+            } else {
+                MatRef::new(&b[..], k, n)
+            };
+            // Small integers times powers of two: every sum is exact in any order.
+            assert_eq!(gemm(ma, mb), matmul_generic(ma, mb));
+            let mut acc = vec![1.0; m * n];
+            gemm_into(&mut acc, ma, mb, true);
+            let want: Vec<f64> = matmul_generic(ma, mb).iter().map(|v| v + 1.0).collect();
+            assert_eq!(acc, want);
+        }
     }
 
     #[test]

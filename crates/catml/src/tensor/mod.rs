@@ -5,6 +5,7 @@
 
 mod array;
 mod dtype;
+pub mod fastmath;
 mod json;
 pub mod kernels;
 mod params;

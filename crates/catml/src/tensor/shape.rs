@@ -10,6 +10,9 @@ use super::DType;
 pub struct Shape(pub Vec<usize>);
 
 impl Shape {
+    /// The largest element count a shape may have (a buffer of 8-byte elements stays addressable).
+    pub const MAX_NUMEL: usize = isize::MAX as usize / 8;
+
     pub fn new(dims: impl Into<Vec<usize>>) -> Shape {
         Shape(dims.into())
     }
@@ -37,7 +40,7 @@ impl Shape {
             if d == 0 {
                 None
             } else {
-                acc.checked_mul(d).filter(|&n| n <= isize::MAX as usize / 8)
+                acc.checked_mul(d).filter(|&n| n <= Shape::MAX_NUMEL)
             }
         })
     }

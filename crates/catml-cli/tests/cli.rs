@@ -1,0 +1,385 @@
+//! The `catml` binary: results on stdout as JSON or a listing; every failure is exactly one
+//! line on stderr, nothing on stdout, exit code 1.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use catml::interp;
+use catml::ir::{json, listing, Program};
+use catml::tensor::Tensor;
+use serde_json::{json, Value};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn module() -> PathBuf {
+    root().join("modules/tied_residual.json")
+}
+
+fn inputs() -> PathBuf {
+    root().join("modules/tied_residual.inputs.json")
+}
+
+fn rejection(name: &str) -> PathBuf {
+    root().join("crates/catml/tests/modules").join(name)
+}
+
+/// A file under the target's scratch directory holding `text`.
+fn scratch(name: &str, text: &str) -> PathBuf {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn catml(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_catml"));
+    c.args(args.iter().map(|a| a.as_ref()));
+    c
+}
+
+/// Runs and expects success; returns stdout.
+fn ok(args: &[&dyn AsRef<std::ffi::OsStr>]) -> String {
+    let out = catml(args).output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "failed: {stderr}");
+    assert_eq!(stderr, "", "stderr on success");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn ok_json(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Value {
+    serde_json::from_str(&ok(args)).unwrap()
+}
+
+/// Runs and expects failure: exit code 1, nothing on stdout, one line on stderr. Returns the
+/// line without the `catml: ` prefix.
+fn fails(args: &[&dyn AsRef<std::ffi::OsStr>]) -> String {
+    let out = catml(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "exit code");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "",
+        "stdout on failure"
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "one line on stderr: {stderr:?}");
+    assert!(stderr.ends_with('\n'));
+    stderr
+        .trim_end()
+        .strip_prefix("catml: ")
+        .unwrap_or_else(|| panic!("no `catml: ` prefix: {stderr:?}"))
+        .to_string()
+}
+
+fn library_module() -> Program {
+    json::from_str(
+        &std::fs::read_to_string(module()).unwrap(),
+        catml::prim::builtins(),
+    )
+    .unwrap()
+}
+
+fn library_eval() -> Vec<Tensor> {
+    let p = library_module();
+    let named = serde_json::from_str(&std::fs::read_to_string(inputs()).unwrap()).unwrap();
+    interp::eval_named(&p, &named).unwrap()
+}
+
+#[test]
+fn check_summarises_the_module() {
+    let v = ok_json(&[&"check", &module()]);
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["nodes"], 7);
+    assert_eq!(v["parameters"], json!(["W", "b"]));
+    assert_eq!(
+        v["inputs"][0],
+        json!({"name": "X", "dtype": "f64", "shape": [2, 3], "kind": "data"})
+    );
+    assert_eq!(v["inputs"][1]["kind"], "parameter");
+    assert_eq!(
+        v["outputs"],
+        json!([{"name": "Y", "dtype": "f64", "shape": [2, 3]}])
+    );
+}
+
+#[test]
+fn print_writes_the_listing_and_the_json() {
+    let p = library_module();
+    assert_eq!(ok(&[&"print", &module()]), listing::print(&p));
+    assert_eq!(ok(&[&"print", &"--json", &module()]), json::to_string(&p));
+    let grad = ok(&[&"print", &"--grad", &module()]);
+    let vjp = listing::parse(&grad, catml::prim::builtins()).unwrap();
+    assert_eq!(vjp.n_inputs(), 4, "X, W, b and the seed of Y");
+}
+
+#[test]
+fn shape_gives_the_output_type() {
+    let v = ok_json(&[&"shape", &module()]);
+    assert_eq!(
+        v,
+        json!({"outputs": [{"name": "Y", "dtype": "f64", "shape": [2, 3]}]})
+    );
+}
+
+#[test]
+fn params_counts_12() {
+    let v = ok_json(&[&"params", &module()]);
+    assert_eq!(v["total"], 12);
+    assert_eq!(v["by_tag"], json!({"untagged": 12}));
+    assert_eq!(
+        v["params"],
+        json!([
+            {"name": "W", "elements": 9, "tag": null},
+            {"name": "b", "elements": 3, "tag": null}
+        ])
+    );
+}
+
+#[test]
+fn cost_matches_the_library() {
+    let v = ok_json(&[&"cost", &module()]);
+    let c = interp::cost(&library_module());
+    assert_eq!(v["flops"], c.flops);
+    assert_eq!(v["peak_live_bytes"], c.peak_live_bytes);
+    // Two 2x3 by 3x3 products (36 each), three adds and a tanh of 6 elements each.
+    assert_eq!(c.flops, 2 * 36 + 4 * 6);
+}
+
+#[test]
+fn eval_matches_the_library() {
+    let v = ok_json(&[&"eval", &module(), &"--inputs", &inputs()]);
+    let outputs = v["outputs"].as_array().unwrap();
+    assert_eq!(outputs.len(), 1);
+    assert_eq!(outputs[0]["name"], "Y");
+    assert_eq!(outputs[0]["shape"], json!([2, 3]));
+    let mut named = outputs[0].clone();
+    named.as_object_mut().unwrap().remove("name");
+    let y: Tensor = serde_json::from_value(named).unwrap();
+    assert_eq!(vec![y], library_eval());
+}
+
+#[test]
+fn eval_reads_a_listing_too() {
+    let path = scratch("tied.listing", &listing::print(&library_module()));
+    let from_listing = ok(&[&"eval", &path, &"--inputs", &inputs()]);
+    assert_eq!(
+        from_listing,
+        ok(&[&"eval", &module(), &"--inputs", &inputs()])
+    );
+}
+
+#[test]
+fn grad_outputs_and_gradient_names() {
+    let v = ok_json(&[&"grad", &module(), &"--inputs", &inputs()]);
+    let eval = ok_json(&[&"eval", &module(), &"--inputs", &inputs()]);
+    assert_eq!(v["outputs"], eval["outputs"]);
+    let mut names: Vec<&String> = v["gradients"].as_object().unwrap().keys().collect();
+    names.sort();
+    assert_eq!(names, ["W", "X", "b"]);
+    assert_eq!(v["gradients"]["b"]["shape"], json!([3]));
+}
+
+#[test]
+fn unreadable_module_fails_in_one_line() {
+    let missing = root().join("modules/no_such_module.json");
+    assert_eq!(
+        fails(&[&"check", &missing]),
+        format!(
+            "cannot read {}: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
+}
+
+#[test]
+fn invalid_modules_fail_with_their_golden_message() {
+    for name in [
+        "several_errors",
+        "malformed_json",
+        "add_shape_mismatch",
+        "unknown_primitive",
+    ] {
+        let path = rejection(&format!("{name}.json"));
+        let expected = std::fs::read_to_string(rejection(&format!("{name}.expected"))).unwrap();
+        for command in ["check", "print", "shape", "params", "cost"] {
+            assert_eq!(
+                fails(&[&command, &path]),
+                format!("{}: {}", path.display(), expected.trim_end()),
+                "{command} {name}"
+            );
+        }
+    }
+}
+
+#[test]
+fn malformed_inputs_name_the_json_path() {
+    let bad = scratch(
+        "bad-inputs.json",
+        r#"{"X": {"shape": [2, 3], "data": [1, 2, 3, 4, 5, "six"]}}"#,
+    );
+    assert_eq!(
+        fails(&[&"eval", &module(), &"--inputs", &bad]),
+        format!(
+            "{}: X.data[5]: invalid type: string \"six\", expected a JSON number at line 1 column 53",
+            bad.display()
+        )
+    );
+    let short = scratch(
+        "short-inputs.json",
+        r#"{"X": {"shape": [2, 3], "data": [1]}}"#,
+    );
+    assert_eq!(
+        fails(&[&"eval", &module(), &"--inputs", &short]),
+        format!(
+            "{}: X: data has 1 elements but shape [2, 3] needs 6 at line 1 column 37",
+            short.display()
+        )
+    );
+}
+
+fn tensor_json(shape: &[usize]) -> Value {
+    let n: usize = shape.iter().product();
+    json!({"shape": shape, "data": vec![0.5; n]})
+}
+
+#[test]
+fn missing_input_fails_naming_it() {
+    let path = scratch(
+        "missing-input.json",
+        &json!({"X": tensor_json(&[2, 3]), "W": tensor_json(&[3, 3])}).to_string(),
+    );
+    assert_eq!(
+        fails(&[&"eval", &module(), &"--inputs", &path]),
+        format!("{}: missing input `b` (f64[3])", path.display())
+    );
+}
+
+#[test]
+fn wrong_shaped_input_fails_naming_it() {
+    let path = scratch(
+        "wrong-input.json",
+        &json!({"X": tensor_json(&[3, 2]), "W": tensor_json(&[3, 3]), "b": tensor_json(&[3])})
+            .to_string(),
+    );
+    assert_eq!(
+        fails(&[&"eval", &module(), &"--inputs", &path]),
+        format!(
+            "{}: input `X` has type f64[3, 2], expected f64[2, 3]",
+            path.display()
+        )
+    );
+    let message = format!(
+        "{}: input `X` has type f64[3, 2], expected f64[2, 3]",
+        path.display()
+    );
+    assert_eq!(fails(&[&"grad", &module(), &"--inputs", &path]), message);
+    let tangents = scratch("no-tangents.json", "{}");
+    assert_eq!(
+        fails(&[
+            &"jvp",
+            &module(),
+            &"--inputs",
+            &path,
+            &"--tangents",
+            &tangents
+        ]),
+        message
+    );
+}
+
+#[test]
+fn extra_input_fails_naming_it() {
+    let path = scratch(
+        "extra-input.json",
+        &json!({"X": tensor_json(&[2, 3]), "W": tensor_json(&[3, 3]), "b": tensor_json(&[3]),
+                "c": tensor_json(&[1])})
+        .to_string(),
+    );
+    assert_eq!(
+        fails(&[&"eval", &module(), &"--inputs", &path]),
+        format!(
+            "{}: unknown input `c`: the program has no such input",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_domain_error_names_the_module_and_the_node() {
+    let m = scratch(
+        "log-module.json",
+        r#"{"inputs": [{"name": "x", "shape": [2]}],
+            "nodes": [{"name": "l", "op": "log", "operands": ["x"]}], "outputs": ["l"]}"#,
+    );
+    let x = scratch(
+        "log-inputs.json",
+        r#"{"x": {"shape": [2], "data": [1, 0]}}"#,
+    );
+    assert_eq!(
+        fails(&[&"eval", &m, &"--inputs", &x]),
+        format!(
+            "{}: node 0 `l` (log): outside the admissible domain: log of 0 at element 1, expected a positive value",
+            m.display()
+        )
+    );
+}
+
+#[test]
+fn usage_errors_fail_in_one_line() {
+    let missing = fails(&[]);
+    assert!(
+        missing.starts_with(
+            "missing subcommand, expected one of: check, print, shape, params, cost, eval, grad"
+        ),
+        "{missing}"
+    );
+    assert_eq!(
+        fails(&[&"frobnicate"]),
+        "unrecognized subcommand 'frobnicate'"
+    );
+    assert_eq!(
+        fails(&[&"check", &"--frobnicate", &module()]),
+        "unexpected argument '--frobnicate' found"
+    );
+    assert_eq!(
+        fails(&[&"check"]),
+        "the following required arguments were not provided: <MODULE>"
+    );
+    assert_eq!(
+        fails(&[&"eval", &module()]),
+        "the following required arguments were not provided: --inputs <INPUTS>"
+    );
+    assert_eq!(
+        fails(&[&"print", &"--grad", &"--jvp", &module()]),
+        "the argument '--grad' cannot be used with '--jvp'"
+    );
+}
+
+#[test]
+fn help_and_version_succeed() {
+    assert!(ok(&[&"--help"]).contains("Usage: catml"));
+    assert_eq!(
+        ok(&[&"--version"]),
+        format!("catml {}\n", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+/// A stdout that refuses the output is reported like any other failure, not as a panic.
+#[cfg(target_os = "linux")]
+#[test]
+fn unwritable_stdout_fails_in_one_line() {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = catml(&[&"print", &module()])
+        .stdout(Stdio::from(full))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(out.stderr).unwrap(),
+        "catml: cannot write output: No space left on device (os error 28)\n"
+    );
+}

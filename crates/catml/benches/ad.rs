@@ -1,0 +1,22 @@
+//! Eval and value-and-grad (eval of the VJP program with all-ones seeds) of the peer workloads:
+//! the tied residual block at (2, 3) and (256, 512) and the 784-512-512-10 tanh MLP at batch
+//! 256, in f32 and f64. `cargo bench -p catml --bench ad`.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+
+mod workloads;
+
+fn bench(c: &mut Criterion) {
+    for w in workloads::all() {
+        let mut g = c.benchmark_group(format!("{}/{}/{}", w.workload, w.size, w.dtype_str()));
+        if w.size != "2x3" {
+            g.sample_size(20);
+        }
+        g.bench_function("eval", |b| b.iter(|| w.eval()));
+        g.bench_function("value_and_grad", |b| b.iter(|| w.value_and_grad()));
+        g.finish();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,154 @@
+//! The workloads timed against the peers (peers/bench.py): 003's tied residual block and a
+//! 784-512-512-10 tanh MLP, in f32 and f64, as eval and as value-and-grad (L = sum of the
+//! outputs, so every seed is ones; gradients with respect to every input).
+//!
+//! Shared by `benches/ad.rs` (criterion) and `examples/peer_timings.rs` (JSON lines).
+
+use catml::ad;
+use catml::interp::eval;
+use catml::ir::{Builder, InputKind, Program};
+use catml::prim::Ops;
+use catml::tensor::{DType, Tensor, TensorType};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+pub struct Workload {
+    pub workload: &'static str,
+    pub size: String,
+    pub dtype: DType,
+    pub program: Program,
+    pub inputs: Vec<Tensor>,
+    /// The VJP program and its arguments: the inputs, then all-ones seeds.
+    pub vjp: Program,
+    pub vjp_args: Vec<Tensor>,
+}
+
+impl Workload {
+    fn new(
+        workload: &'static str,
+        size: String,
+        dtype: DType,
+        program: Program,
+        inputs: Vec<Tensor>,
+    ) -> Workload {
+        let vjp = ad::vjp(&program).expect("differentiable").program;
+        let mut vjp_args = inputs.clone();
+        vjp_args.extend(program.output_types().iter().map(|t| Tensor::full(t, 1.0)));
+        Workload {
+            workload,
+            size,
+            dtype,
+            program,
+            inputs,
+            vjp,
+            vjp_args,
+        }
+    }
+
+    pub fn eval(&self) -> Vec<Tensor> {
+        eval(&self.program, &self.inputs).expect("evaluates")
+    }
+
+    pub fn value_and_grad(&self) -> Vec<Tensor> {
+        eval(&self.vjp, &self.vjp_args).expect("evaluates")
+    }
+
+    pub fn dtype_str(&self) -> &'static str {
+        self.dtype.as_str()
+    }
+}
+
+/// Standard normal draws (Box-Muller) times `scale`, as a tensor of `dtype`.
+fn normal(rng: &mut ChaCha8Rng, dtype: DType, dims: &[usize], scale: f64) -> Tensor {
+    let n: usize = dims.iter().product();
+    let data = (0..n)
+        .map(|_| {
+            let u1: f64 = 1.0 - rng.random::<f64>();
+            let u2: f64 = rng.random::<f64>();
+            scale * (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+        })
+        .collect();
+    Tensor::from_f64s(dtype, dims.to_vec(), data).expect("sized")
+}
+
+/// A = X W + b, H = tanh A, Y = X + H W + b with one W and one b, each used twice.
+pub fn tied_residual(rows: usize, d: usize, dtype: DType) -> Workload {
+    let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
+    let mut b = Builder::new();
+    let x = b.input("X", ty(&[rows, d]), InputKind::Data).unwrap();
+    let w = b.input("W", ty(&[d, d]), InputKind::Param).unwrap();
+    let bias = b.input("b", ty(&[d]), InputKind::Param).unwrap();
+    let bb = b.broadcast_rows(bias, rows).unwrap();
+    let xw = b.matmul(x, w).unwrap();
+    let a = b.add(xw, bb).unwrap();
+    let h = b.tanh(a).unwrap();
+    let hw = b.matmul(h, w).unwrap();
+    let hwb = b.add(hw, bb).unwrap();
+    let y = b.add(x, hwb).unwrap();
+    let p = b.finish(&[y]).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let inputs = vec![
+        normal(&mut rng, dtype, &[rows, d], 1.0),
+        normal(&mut rng, dtype, &[d, d], 1.0 / (d as f64).sqrt()),
+        normal(&mut rng, dtype, &[d], 1.0),
+    ];
+    Workload::new("tied_residual", format!("{rows}x{d}"), dtype, p, inputs)
+}
+
+pub const MLP_LAYERS: [usize; 4] = [784, 512, 512, 10];
+pub const MLP_BATCH: usize = 256;
+
+/// h1 = tanh(linear(x, W1, b1)), h2 = tanh(linear(h1, W2, b2)), y = linear(h2, W3, b3),
+/// with each W of shape (out, in).
+pub fn mlp(dtype: DType) -> Workload {
+    let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
+    let mut b = Builder::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let mut h = b
+        .input("x", ty(&[MLP_BATCH, MLP_LAYERS[0]]), InputKind::Data)
+        .unwrap();
+    let mut inputs = vec![normal(&mut rng, dtype, &[MLP_BATCH, MLP_LAYERS[0]], 1.0)];
+    let n_layers = MLP_LAYERS.len() - 1;
+    for (l, pair) in MLP_LAYERS.windows(2).enumerate() {
+        let (n_in, n_out) = (pair[0], pair[1]);
+        let w = b
+            .input(&format!("W{}", l + 1), ty(&[n_out, n_in]), InputKind::Param)
+            .unwrap();
+        let bias = b
+            .input(&format!("b{}", l + 1), ty(&[n_out]), InputKind::Param)
+            .unwrap();
+        inputs.push(normal(
+            &mut rng,
+            dtype,
+            &[n_out, n_in],
+            1.0 / (n_in as f64).sqrt(),
+        ));
+        inputs.push(normal(&mut rng, dtype, &[n_out], 1.0));
+        let z = b.linear(h, w, bias).unwrap();
+        h = if l + 1 < n_layers {
+            b.tanh(z).unwrap()
+        } else {
+            z
+        };
+    }
+    let p = b.finish(&[h]).unwrap();
+    let size = format!(
+        "{}/{MLP_BATCH}",
+        MLP_LAYERS.map(|n| n.to_string()).join("-")
+    );
+    Workload::new("mlp", size, dtype, p, inputs)
+}
+
+/// Every workload of the peer table, in its order.
+pub fn all() -> Vec<Workload> {
+    let mut out = Vec::new();
+    for (rows, d) in [(2, 3), (256, 512)] {
+        for dtype in [DType::F32, DType::F64] {
+            out.push(tied_residual(rows, d, dtype));
+        }
+    }
+    for dtype in [DType::F32, DType::F64] {
+        out.push(mlp(dtype));
+    }
+    out
+}

@@ -1,0 +1,112 @@
+//! Trace once, transform once, then only evaluate: the cache behind the function transforms.
+//!
+//! A transformed function keeps, per list of data input types, the traced program and its
+//! transform. A call with types seen before only evaluates; new types trace and transform again.
+
+use std::collections::HashMap;
+
+use super::error::{CallSite, TraceError};
+use super::outputs::Outputs;
+use super::tracing::{trace_at, Traced};
+use super::value::Value;
+use crate::tensor::{Tensor, TensorType};
+
+/// One traced program and what a transform made of it.
+#[derive(Debug)]
+pub(crate) struct Stage<C> {
+    pub(crate) traced: Traced,
+    pub(crate) compiled: C,
+}
+
+/// A model function and its stages by input types.
+pub(crate) struct Staged<F, C> {
+    f: F,
+    stages: HashMap<Vec<TensorType>, Stage<C>>,
+    traces: usize,
+}
+
+impl<F, C> Staged<F, C> {
+    pub(crate) fn new(f: F) -> Staged<F, C> {
+        Staged {
+            f,
+            stages: HashMap::new(),
+            traces: 0,
+        }
+    }
+
+    pub(crate) fn trace_count(&self) -> usize {
+        self.traces
+    }
+
+    /// The stage for these input types, tracing and transforming on first sight.
+    pub(crate) fn stage<O: Outputs>(
+        &mut self,
+        location: CallSite,
+        types: &[TensorType],
+        compile: impl FnOnce(CallSite, &Traced) -> Result<C, TraceError>,
+    ) -> Result<&Stage<C>, TraceError>
+    where
+        F: FnMut(&[Value]) -> O,
+    {
+        if !self.stages.contains_key(types) {
+            let names: Vec<String> = (0..types.len()).map(|i| format!("v{i}")).collect();
+            let named: Vec<(&str, TensorType)> = names
+                .iter()
+                .map(String::as_str)
+                .zip(types.iter().cloned())
+                .collect();
+            self.traces += 1;
+            let traced = trace_at(location, &named, |x| (self.f)(x))?;
+            let compiled = compile(location, &traced)?;
+            self.stages
+                .insert(types.to_vec(), Stage { traced, compiled });
+        }
+        Ok(&self.stages[types])
+    }
+}
+
+/// The types of some tensors (the cache key).
+pub(crate) fn types_of(inputs: &[Tensor]) -> Vec<TensorType> {
+    inputs.iter().map(Tensor::ty).collect()
+}
+
+/// The methods every transformed function shares: initial parameters, the traced and the
+/// transformed program at given input types, and how often the function was traced.
+macro_rules! staged_methods {
+    ($compile:expr, $program:expr) => {
+        /// The initial parameter values at these inputs' types (traces if not yet traced).
+        #[track_caller]
+        pub fn init(&mut self, inputs: &[Tensor]) -> Result<Params, TraceError> {
+            let types = super::staged::types_of(inputs);
+            let stage = self
+                .staged
+                .stage(std::panic::Location::caller(), &types, $compile)?;
+            Ok(stage.traced.params.clone())
+        }
+
+        /// The traced program at these data input types.
+        #[track_caller]
+        pub fn traced(&mut self, types: &[TensorType]) -> Result<&Traced, TraceError> {
+            let stage = self
+                .staged
+                .stage(std::panic::Location::caller(), types, $compile)?;
+            Ok(&stage.traced)
+        }
+
+        /// The transformed program at these data input types.
+        #[track_caller]
+        pub fn program(&mut self, types: &[TensorType]) -> Result<&Program, TraceError> {
+            let stage = self
+                .staged
+                .stage(std::panic::Location::caller(), types, $compile)?;
+            Ok($program(&stage.compiled))
+        }
+
+        /// How many times the function has been traced (once per new list of input types).
+        pub fn trace_count(&self) -> usize {
+            self.staged.trace_count()
+        }
+    };
+}
+
+pub(crate) use staged_methods;
