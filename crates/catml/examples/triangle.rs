@@ -291,7 +291,7 @@ fn main() {
         seeds.len()
     );
     println!(
-        "{:<26} {:>17} {:>17} {:>21}",
+        "{:<28} {:>17} {:>17} {:>21}",
         "configuration", "accuracy h", "accuracy g∘f", "defect ½‖h − g∘f‖²"
     );
     for (label, weight) in configs {
@@ -301,6 +301,6 @@ fn main() {
             .collect();
         let col = |k: usize| mean_sd(&runs.iter().map(|r| r[k]).collect::<Vec<_>>());
         let ((ah, sh), (ag, sg), (df, sd)) = (col(0), col(1), col(2));
-        println!("{label:<26} {ah:>9.3} ± {sh:<5.3} {ag:>9.3} ± {sg:<5.3} {df:>11.4} ± {sd:.4}");
+        println!("{label:<28} {ah:>9.3} ± {sh:<5.3} {ag:>9.3} ± {sg:<5.3} {df:>11.4} ± {sd:.4}");
     }
 }

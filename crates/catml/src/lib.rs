@@ -60,8 +60,9 @@
 //!
 //! [`tensor`] (dtypes, shapes, buffers, the parameter store) < [`ir`] (programs, builder,
 //! listing, JSON, DOT) < [`prim`] (each primitive's rules) < [`interp`] and [`ad`] < [`trace`]
-//! (the user-facing API) < [`nn`] (layers and initialisers). Nothing below [`trace`] knows
-//! that tracing exists.
+//! (the user-facing API) < [`nn`] (layers and initialisers) and [`optim`] (optimisers) <
+//! [`diagram`] (diagrams of models compiled to one loss program) < [`train`] (data, the training
+//! loop, checkpoints, metrics, TOML specs). Nothing below [`trace`] knows that tracing exists.
 
 pub mod ad;
 pub mod diagram;
