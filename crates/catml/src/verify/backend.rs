@@ -79,8 +79,18 @@ fn terms(node: &Node, operands: &[TensorType]) -> usize {
             }
         }
         "linear" => operands[1].dims()[1] + 1,
-        // sum and scatter_add: at most every input element lands in one output element.
-        _ => (operands[0].numel() / node.ty.numel().max(1)).max(1) * operands[0].numel().max(1),
+        // scatter_add along an axis of length n into `size` slots: at most n terms meet.
+        "scatter_add" => {
+            let size = node
+                .prim
+                .attrs()
+                .get("size")
+                .and_then(|v| v.as_u64())
+                .unwrap_or(1) as usize;
+            (operands[0].numel() * size / node.ty.numel().max(1)).max(1)
+        }
+        // sum: the reduced elements.
+        _ => (operands[0].numel() / node.ty.numel().max(1)).max(1),
     }
 }
 
