@@ -13,7 +13,8 @@ use support::{chains, inputs_by_name, prefixed, programs, small, unit, value_for
 
 fn config() -> ProptestConfig {
     ProptestConfig {
-        cases: 256,
+        // At least 256; PROPTEST_CASES raises it.
+        cases: ProptestConfig::default().cases.max(256),
         failure_persistence: None,
         ..ProptestConfig::default()
     }

@@ -23,7 +23,10 @@ use super::rewrites::largest_value;
 use super::{Ctx, FamilyReport, Tally};
 use crate::ad::{self, AdError};
 use crate::interp::{self, EvalError, RationalError};
-use crate::ir::{json as lensir, listing, Builder, InputKind, Program, RuleError, ValidationError};
+use crate::ir::{
+    json as lensir, listing, Builder, InputKind, Program, RuleError, TypeError, ValidationError,
+    Var,
+};
 use crate::prim::{CustomPrimitive, Ops};
 use crate::tensor::{rational_from_f64, DType, RArray, Rational, Tensor, TensorType};
 use crate::transform::rewrite::eliminate_identity_reshapes;
@@ -69,17 +72,18 @@ pub(crate) fn counterexample_program() -> Program {
     let ty = TensorType::new(DType::F64, [1]);
     let mut b = Builder::new();
     let x = b.input("x", ty, InputKind::Data).expect("fresh");
-    let big = b
-        .constant(Tensor::f64([1], vec![1e16]).expect("one"))
-        .expect("c");
-    let neg = b
-        .constant(Tensor::f64([1], vec![-1e16]).expect("one"))
-        .expect("c");
-    let r = b.reshape(x, [1]).expect("same shape");
-    let a = b.mul(x, big).expect("fits");
-    let c = b.mul(x, neg).expect("fits");
-    let s = b.add(a, c).expect("fits");
-    let y = b.add(s, r).expect("fits");
+    let mut named = |name: &str, f: &dyn Fn(&mut Builder) -> Result<Var, TypeError>| {
+        b.set_name_prefix(name);
+        f(&mut b).expect("fits")
+    };
+    let c16 = |v: f64| Tensor::f64([1], vec![v]).expect("one");
+    let big = named("big", &|b| b.constant(c16(1e16)));
+    let neg = named("neg", &|b| b.constant(c16(-1e16)));
+    let r = named("r", &|b| b.reshape(x, [1]));
+    let a = named("a", &|b| b.mul(x, big));
+    let c = named("c", &|b| b.mul(x, neg));
+    let s = named("s", &|b| b.add(a, c));
+    let y = named("y", &|b| b.add(s, r));
     b.finish(&[y]).expect("output")
 }
 
@@ -715,4 +719,33 @@ fn rules(t: &mut Tally) {
         matches!(ad::vjp(&wrong_count), Err(AdError::Build(ref m)) if m.contains("custom")),
         || "wrong cotangent count not reported".to_string(),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The companion modules are the counterexample before and after the rewrite.
+    #[test]
+    fn rewrite_counterexample_modules() {
+        let registry = crate::prim::builtins();
+        let before = lensir::from_str(
+            include_str!("../../../../modules/rewrite_counterexample.json"),
+            registry,
+        )
+        .unwrap();
+        let after = lensir::from_str(
+            include_str!("../../../../modules/rewrite_counterexample.rewritten.json"),
+            registry,
+        )
+        .unwrap();
+        assert_eq!(before, counterexample_program());
+        assert_eq!(eliminate_identity_reshapes(&before).unwrap().program, after);
+        let one = [Tensor::f64([1], vec![1.0]).unwrap()];
+        let grad = |p: &Program| {
+            let d = Derivatives::new(p).unwrap();
+            d.vjp_at(&one, &one).unwrap().1[0].to_f64_vec()[0]
+        };
+        assert_eq!((grad(&before), grad(&after)), (1.0, 0.0));
+    }
 }

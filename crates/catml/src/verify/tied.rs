@@ -25,6 +25,9 @@ use crate::tensor::{DType, Tensor, TensorType};
 const STEP: f64 = 1e-6;
 const FD_TOL: f64 = 3e-7;
 
+/// The documents' number of cases: maxima over the first ones are reported beside the run's.
+const DOC_CASES: usize = 32;
+
 /// The block as a program with the companion module's names (X, W, b; bb, XW, A, H, HW, HWb, Y).
 pub(crate) fn tied_block(batch: usize, d: usize, dtype: DType) -> Program {
     let mut b = Builder::new();
@@ -195,9 +198,16 @@ fn check_case(t: &mut Tally, rng: &mut ChaCha8Rng, batch: usize, d: usize, k: us
             t.check_le(&format!("{dtype}_closed_form_abs_error"), err, tol, || {
                 format!("{}: {dtype} {name}", at())
             });
+            if k < DOC_CASES {
+                t.max_error(
+                    &format!("{dtype}_closed_form_abs_error_first_32_cases"),
+                    err,
+                );
+            }
         }
         if dtype == DType::F64 {
-            directional(t, rng, &dv, &x, &g, &grads, &at);
+            let first = k < DOC_CASES;
+            directional(t, rng, &dv, &x, &g, &grads, &|| (at(), first));
         }
     }
 }
@@ -209,8 +219,10 @@ fn directional(
     x: &[Tensor],
     g: &Tensor,
     grads: &[Tensor],
-    at: &dyn Fn() -> String,
+    case: &dyn Fn() -> (String, bool),
 ) {
+    let at = || case().0;
+    let first = case().1;
     let gf = g.to_f64_vec();
     let loss = |s: f64, v: &[Tensor]| {
         dv.eval(&perturbed(x, v, s))
@@ -231,6 +243,12 @@ fn directional(
                     FD_TOL,
                     || format!("{}: directional check", at()),
                 );
+                if first {
+                    t.max_error(
+                        "f64_fd_abs_discrepancy_first_32_cases",
+                        (fd - pairing).abs(),
+                    );
+                }
             }
             (Err(e), _) | (_, Err(e)) => t.fail(format!("{}: {e}", at())),
         }
