@@ -193,7 +193,167 @@ fn cases() -> Vec<Case> {
         fd: false,
         build: Box::new(|b, x| b.convert(x[0], DType::F32)),
     });
+    v.extend(composite_cases());
+    v.extend(window_cases());
     v
+}
+
+/// Convolutions, pooling and the primitives their rules emit, each in a forward program.
+fn window_cases() -> Vec<Case> {
+    use catml::prim::{
+        Conv1dAttrs, Conv2dAttrs, ConvInputGrad, ConvSpec, ConvWeightGrad, MaxPool2dScatter,
+        MaxPool2dSelect, Pool2dAttrs, SumPool2dTranspose,
+    };
+    use std::sync::Arc;
+    use Domain::*;
+    let pool = Pool2dAttrs::new([2, 2]);
+    let spec2: ConvSpec = Conv2dAttrs::default().into();
+    let spec1: ConvSpec = Conv1dAttrs::default().into();
+    vec![
+        case(
+            "conv2d",
+            &[&[1, 2, 4, 4], &[3, 2, 2, 2], &[3]],
+            Any,
+            |b, x| b.conv2d(x[0], x[1], Some(x[2]), Conv2dAttrs::default()),
+        ),
+        case("conv1d", &[&[1, 2, 5], &[3, 2, 2]], Any, |b, x| {
+            b.conv1d(x[0], x[1], None, Conv1dAttrs::default())
+        }),
+        case(
+            "conv2d_input_grad",
+            &[&[1, 3, 3, 3], &[3, 2, 2, 2]],
+            Any,
+            move |b, x| ConvInputGrad::new(spec2, [4, 4]).apply(b, x[0], x[1]),
+        ),
+        case(
+            "conv2d_weight_grad",
+            &[&[1, 2, 4, 4], &[1, 3, 3, 3]],
+            Any,
+            move |b, x| ConvWeightGrad::new(spec2, [2, 2]).apply(b, x[0], x[1]),
+        ),
+        case(
+            "conv1d_input_grad",
+            &[&[1, 3, 4], &[3, 2, 2]],
+            Any,
+            move |b, x| ConvInputGrad::new(spec1, [1, 5]).apply(b, x[0], x[1]),
+        ),
+        case(
+            "conv1d_weight_grad",
+            &[&[1, 2, 5], &[1, 3, 4]],
+            Any,
+            move |b, x| ConvWeightGrad::new(spec1, [1, 2]).apply(b, x[0], x[1]),
+        ),
+        case("sum_pool2d", &[&[1, 2, 4, 4]], Any, move |b, x| {
+            b.sum_pool2d(x[0], pool)
+        }),
+        case("avg_pool2d", &[&[1, 2, 4, 4]], Any, move |b, x| {
+            b.avg_pool2d(x[0], pool)
+        }),
+        // Random draws have no ties, where the first-maximum convention would decide.
+        case("max_pool2d", &[&[1, 2, 4, 4]], Any, move |b, x| {
+            b.max_pool2d(x[0], pool)
+        }),
+        case(
+            "sum_pool2d_transpose",
+            &[&[1, 2, 2, 2]],
+            Any,
+            move |b, x| {
+                let t = SumPool2dTranspose {
+                    attrs: pool,
+                    input_size: [4, 4],
+                };
+                b.op(Arc::new(t), &[x[0]])
+            },
+        ),
+        case(
+            "max_pool2d_select",
+            &[&[1, 2, 4, 4], &[1, 2, 4, 4]],
+            Any,
+            move |b, x| b.op(Arc::new(MaxPool2dSelect { attrs: pool }), &[x[0], x[1]]),
+        ),
+        case(
+            "max_pool2d_scatter",
+            &[&[1, 2, 4, 4], &[1, 2, 2, 2]],
+            Any,
+            move |b, x| b.op(Arc::new(MaxPool2dScatter { attrs: pool }), &[x[0], x[1]]),
+        ),
+    ]
+}
+
+/// Integer indices as a constant node (the cases' inputs are floats).
+fn index_const(b: &mut Builder, dims: &[usize], data: &[i64]) -> Result<Var, TypeError> {
+    b.constant(Tensor::i64(dims.to_vec(), data.to_vec()).unwrap())
+}
+
+/// The softmax, normalisation, attention, loss and runtime-index composites.
+fn composite_cases() -> Vec<Case> {
+    use catml::prim::AttentionMask;
+    use Domain::*;
+    vec![
+        case("softmax", &[&[2, 3]], Any, |b, x| b.softmax(x[0], 1)),
+        case("log_softmax", &[&[3, 2]], Any, |b, x| {
+            b.log_softmax(x[0], 0)
+        }),
+        // Random draws have no ties, where the convention would decide.
+        case("reduce_max", &[&[2, 3]], Any, |b, x| {
+            b.reduce_max(x[0], Some(vec![1]))
+        }),
+        case("max_weights times x", &[&[2, 3]], Any, |b, x| {
+            let w = b.max_weights(x[0], None)?;
+            b.mul(w, x[0])
+        }),
+        case("softmax_pullback", &[&[2, 3], &[2, 3]], Any, |b, x| {
+            b.softmax_pullback(x[0], x[1], 1, 0.5)
+        }),
+        case("masked_softmax causal", &[&[1, 2, 2, 3]], Any, |b, x| {
+            b.masked_softmax(x[0], AttentionMask::causal(), 0.5)
+        }),
+        case("batch_matmul", &[&[2, 2, 3], &[2, 3, 4]], Any, |b, x| {
+            b.batch_matmul(x[0], x[1], false, false)
+        }),
+        case(
+            "batch_matmul AᵀBᵀ",
+            &[&[2, 3, 2], &[2, 4, 3]],
+            Any,
+            |b, x| b.batch_matmul(x[0], x[1], true, true),
+        ),
+        case(
+            "attention_probs with key lengths",
+            &[&[2, 1, 3, 2], &[2, 1, 3, 2]],
+            Any,
+            |b, x| {
+                let mask = AttentionMask::none().with_key_lengths(vec![2, 3]);
+                b.attention_probs(x[0], x[1], mask)
+            },
+        ),
+        case(
+            "sdpa causal",
+            &[&[1, 2, 3, 2], &[1, 2, 4, 2], &[1, 2, 4, 3]],
+            Any,
+            |b, x| b.sdpa(x[0], x[1], x[2], AttentionMask::causal()),
+        ),
+        case("layer_norm affine", &[&[2, 3], &[3], &[3]], Any, |b, x| {
+            b.layer_norm(x[0], vec![1], 0.1, Some((x[1], x[2])))
+        }),
+        case("cross_entropy", &[&[3, 4]], Any, |b, x| {
+            let labels = index_const(b, &[3], &[1, 3, 1])?;
+            b.cross_entropy(x[0], labels)
+        }),
+        case("mse", &[&[2, 3], &[2, 3]], Any, |b, x| b.mse(x[0], x[1])),
+        case("take repeated", &[&[4, 2]], Any, |b, x| {
+            let idx = index_const(b, &[2, 3], &[3, 0, 3, 1, 1, 2])?;
+            b.take(x[0], idx)
+        }),
+        case("scatter_rows repeated", &[&[3, 2]], Any, |b, x| {
+            let idx = index_const(b, &[3], &[2, 0, 2])?;
+            b.scatter_rows(x[0], idx, 4)
+        }),
+        case("one_hot times x", &[&[3, 4]], Any, |b, x| {
+            let idx = index_const(b, &[3], &[0, 3, 3])?;
+            let o = b.one_hot(idx, 4, DType::F64)?;
+            b.mul(o, x[0])
+        }),
+    ]
 }
 
 fn program(c: &Case) -> Program {

@@ -140,9 +140,11 @@ fn every_primitive() -> (Program, Vec<Tensor>) {
     let lin1 = b.linear(kf, w, bias).unwrap();
     let lin2 = b.linear(x, w, bias).unwrap();
     let sgr = b.stop_gradient(lin2).unwrap();
-    let outputs = [
+    let mut outputs = vec![
         m, mm, mta, mtb, mtt, l, sg, r, st, all, bc2, pm, sa, cc, to32, to64, lin1, sgr, l,
     ];
+    outputs.extend(composite_nodes(&mut b, x, w));
+    outputs.extend(window_nodes(&mut b));
     let p = b.finish(&outputs).unwrap();
     let inputs = vec![
         Tensor::f64([2, 3], vec![1.0, -2.0, 0.5, 0.0, 3.0, -0.25]).unwrap(),
@@ -155,6 +157,84 @@ fn every_primitive() -> (Program, Vec<Tensor>) {
         Tensor::i64([3], vec![2, -1, 7]).unwrap(),
     ];
     (p, inputs)
+}
+
+/// The softmax, normalisation, attention, loss and runtime-index composites applied to x (2, 3)
+/// and W (3, 3), with non-default attributes.
+fn composite_nodes(b: &mut Builder, x: Var, w: Var) -> Vec<Var> {
+    use catml::prim::AttentionMask;
+    let idx = b.constant(Tensor::i64([2], vec![1, 0]).unwrap()).unwrap();
+    let q = b.reshape(x, [1, 1, 2, 3]).unwrap();
+    let x3 = b.reshape(x, [1, 2, 3]).unwrap();
+    let causal = AttentionMask::causal();
+    let lengths = AttentionMask::none().with_key_lengths(vec![1]);
+    vec![
+        b.softmax(x, 1).unwrap(),
+        b.log_softmax(x, 0).unwrap(),
+        b.reduce_max(x, Some(vec![1])).unwrap(),
+        b.max_weights(x, None).unwrap(),
+        b.softmax_pullback(x, x, 1, 0.5).unwrap(),
+        b.masked_softmax(q, causal.clone(), 0.5).unwrap(),
+        b.batch_matmul(x3, x3, false, true).unwrap(),
+        b.attention_probs(q, q, lengths).unwrap(),
+        b.sdpa(q, q, q, causal).unwrap(),
+        b.layer_norm(x, vec![1], 0.1, None).unwrap(),
+        b.cross_entropy(x, idx).unwrap(),
+        b.mse(x, x).unwrap(),
+        b.take(w, idx).unwrap(),
+        b.scatter_rows(x, idx, 4).unwrap(),
+        b.one_hot(idx, 3, DType::F64).unwrap(),
+    ]
+}
+
+/// Convolutions, pooling and the primitives their rules emit, on a constant (1, 1, 4, 4) image.
+fn window_nodes(b: &mut Builder) -> Vec<Var> {
+    use catml::prim::{
+        Conv1dAttrs, Conv2dAttrs, ConvInputGrad, ConvSpec, ConvWeightGrad, MaxPool2dScatter,
+        MaxPool2dSelect, Pool2dAttrs, SumPool2dTranspose,
+    };
+    let values: Vec<f64> = (0..16).map(|v| (v * 7 % 16) as f64 - 8.0).collect();
+    let img = b
+        .constant(Tensor::f64([1, 1, 4, 4], values).unwrap())
+        .unwrap();
+    let k2 = b
+        .constant(Tensor::f64([1, 1, 2, 2], vec![0.5, -1.0, 0.25, 2.0]).unwrap())
+        .unwrap();
+    let line = b.reshape(img, [1, 1, 16]).unwrap();
+    let k1 = b.reshape(k2, [1, 1, 4]).unwrap();
+    let pool = Pool2dAttrs::new([2, 2]);
+    let spec2: ConvSpec = Conv2dAttrs::default().into();
+    let spec1: ConvSpec = Conv1dAttrs::default().into();
+    let y2 = b.conv2d(img, k2, None, Conv2dAttrs::default()).unwrap();
+    let y1 = b.conv1d(line, k1, None, Conv1dAttrs::default()).unwrap();
+    let pooled = b.max_pool2d(img, pool).unwrap();
+    vec![
+        y2,
+        y1,
+        ConvInputGrad::new(spec2, [4, 4]).apply(b, y2, k2).unwrap(),
+        ConvWeightGrad::new(spec2, [2, 2])
+            .apply(b, img, y2)
+            .unwrap(),
+        ConvInputGrad::new(spec1, [1, 16]).apply(b, y1, k1).unwrap(),
+        ConvWeightGrad::new(spec1, [1, 4])
+            .apply(b, line, y1)
+            .unwrap(),
+        b.sum_pool2d(img, pool).unwrap(),
+        b.avg_pool2d(img, pool).unwrap(),
+        pooled,
+        b.op(
+            Arc::new(SumPool2dTranspose {
+                attrs: pool,
+                input_size: [4, 4],
+            }),
+            &[pooled],
+        )
+        .unwrap(),
+        b.op(Arc::new(MaxPool2dSelect { attrs: pool }), &[img, img])
+            .unwrap(),
+        b.op(Arc::new(MaxPool2dScatter { attrs: pool }), &[img, pooled])
+            .unwrap(),
+    ]
 }
 
 #[test]
