@@ -165,7 +165,11 @@ impl Value {
                     r.params.insert(name, initial.clone());
                     Ok(Value::symbol(r.id, var, ty))
                 }
-                Err(crate::ir::BuildError::Duplicate(name)) => {
+                Err(crate::ir::BuildError::Duplicate(name))
+                    if r.builder
+                        .lookup(&name)
+                        .is_some_and(|v| r.builder.is_param(v)) =>
+                {
                     Err(TraceError::DuplicateParam { location, name })
                 }
                 Err(source) => Err(TraceError::Build { location, source }),

@@ -138,6 +138,19 @@ fn one_tag_used_twice_declares_a_parameter_twice() {
 }
 
 #[test]
+fn a_parameter_named_like_a_data_input_is_a_duplicate_definition() {
+    let r = trace(&[ty(DType::F64, &[2])], |x| {
+        &x[0] * &Value::param("v0", f64s(&[2], &[1.0, 2.0]))
+    });
+    let e = r.unwrap_err();
+    assert!(matches!(e, TraceError::Build { .. }), "{e}");
+    assert!(
+        e.to_string().ends_with("duplicate definition of `v0`"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_layer_error_names_the_layer_call_not_the_library() {
     let mut rng = seeded(0);
     let line = line!() + 2;
