@@ -206,7 +206,7 @@ fn fixed_modules(t: &mut Tally) {
         (
             "overflowing element count",
             with(&|v| v["inputs"][0]["shape"] = json!([1u64 << 40, 1u64 << 40])),
-            |e| matches!(e, ValidationError::InvalidDim { .. }),
+            |e| matches!(e, ValidationError::TooManyElements { index: 0, .. }),
             1,
         ),
         (
