@@ -20,14 +20,14 @@ use catml::prim::{Conv2dAttrs, Ops, Pool2dAttrs};
 use catml::tensor::{DType, Params, Tensor};
 use common::{argmax_rows, permutation, run, LossGrad, Net, DT};
 
-const SEED: u64 = 7;
-const BATCH: usize = 32;
+pub const SEED: u64 = 7;
+pub const BATCH: usize = 32;
 const EPOCHS: usize = 15;
 const LR: f64 = 3e-3;
 const BAR: f64 = 0.97;
 
 /// Pixels scaled to [0, 1] and labels.
-fn load() -> (Vec<[f32; 64]>, Vec<i64>) {
+pub fn load() -> (Vec<[f32; 64]>, Vec<i64>) {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/data/digits.csv.gz");
     let mut text = String::new();
     flate2::read::GzDecoder::new(std::fs::File::open(path).expect("digits.csv.gz"))
@@ -48,7 +48,7 @@ fn load() -> (Vec<[f32; 64]>, Vec<i64>) {
 
 /// The network at batch size `batch`: its logits program, and the mean cross-entropy program
 /// with the initial parameters.
-fn build(batch: usize) -> (Program, Program, Params) {
+pub fn build(batch: usize) -> (Program, Program, Params) {
     let mut n = Net::new(SEED);
     let x = n.data("x", DT, &[batch, 1, 8, 8]);
     let labels = n.data("labels", DType::I64, &[batch]);
@@ -76,7 +76,7 @@ fn build(batch: usize) -> (Program, Program, Params) {
     (forward, loss, n.params)
 }
 
-fn batch_tensors(xs: &[[f32; 64]], ys: &[i64], idx: &[usize]) -> Vec<(&'static str, Tensor)> {
+pub fn batch_tensors(xs: &[[f32; 64]], ys: &[i64], idx: &[usize]) -> Vec<(&'static str, Tensor)> {
     let x: Vec<f32> = idx.iter().flat_map(|&i| xs[i]).collect();
     let y: Vec<i64> = idx.iter().map(|&i| ys[i]).collect();
     vec![

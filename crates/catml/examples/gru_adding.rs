@@ -23,13 +23,13 @@ use common::{below, run, unit, LossGrad, Net, DT};
 const SEED: u64 = 11;
 const T: usize = 50;
 const HIDDEN: usize = 32;
-const BATCH: usize = 64;
+pub const BATCH: usize = 64;
 const STEPS: usize = 1000;
 const TEST: usize = 1000;
 const LR: f64 = 3e-3;
 
 /// `n` sequences as (T, n, 2) inputs, (n, 1) targets and zero (n, H) initial states.
-fn sample(rng: &mut ChaCha8Rng, n: usize) -> Vec<(&'static str, Tensor)> {
+pub fn sample(rng: &mut ChaCha8Rng, n: usize) -> Vec<(&'static str, Tensor)> {
     let mut xs = vec![0f32; T * n * 2];
     let mut ys = vec![0f32; n];
     for b in 0..n {
@@ -54,7 +54,7 @@ fn sample(rng: &mut ChaCha8Rng, n: usize) -> Vec<(&'static str, Tensor)> {
 }
 
 /// The prediction and MSE programs at batch size `batch`, with the initial parameters.
-fn build(batch: usize) -> (Program, Program, Params) {
+pub fn build(batch: usize) -> (Program, Program, Params) {
     let mut n = Net::new(SEED);
     let xs = n.data("xs", DT, &[T, batch, 2]);
     let target = n.data("target", DT, &[batch, 1]);

@@ -28,14 +28,14 @@ const T: usize = 2 * LEN;
 const D: usize = 32;
 const HEADS: usize = 2;
 const LAYERS: usize = 2;
-const BATCH: usize = 64;
+pub const BATCH: usize = 64;
 const STEPS: usize = 400;
 const TEST: usize = 500;
 const LR: f64 = 3e-3;
 const BAR: f64 = 0.95;
 
 /// `n` sequences: the (n, T) tokens read and the (n LEN) reversed tokens to predict.
-fn sample(rng: &mut ChaCha8Rng, n: usize) -> Vec<(&'static str, Tensor)> {
+pub fn sample(rng: &mut ChaCha8Rng, n: usize) -> Vec<(&'static str, Tensor)> {
     let (mut tokens, mut targets) = (Vec::new(), Vec::new());
     for _ in 0..n {
         let s: Vec<i64> = (0..LEN).map(|_| below(rng, VOCAB) as i64).collect();
@@ -84,7 +84,7 @@ fn block(n: &mut Net, l: usize, x: Var, batch: usize) -> Var {
 
 /// The (B LEN, VOCAB) logits of the reversed tokens and the mean cross-entropy, at batch
 /// size `batch`, with the initial parameters.
-fn build(batch: usize) -> (Program, Program, Params) {
+pub fn build(batch: usize) -> (Program, Program, Params) {
     let mut n = Net::new(SEED);
     let tokens = n.data("tokens", DType::I64, &[batch, T]);
     let targets = n.data("targets", DType::I64, &[batch * LEN]);
