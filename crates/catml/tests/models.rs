@@ -1,4 +1,7 @@
 //! Shortened runs of the trained-model examples: a few Adam steps each, and the loss falls.
+//!
+//! Each example carries its own copy of `examples/common`, so the file is loaded more than once.
+#![allow(clippy::duplicate_mod)]
 
 use catml::nn::seeded;
 use catml::optim::{Adam, Optimiser};
