@@ -107,20 +107,8 @@ pub fn eval_float<K: FloatKernel>(k: &K, x: &[&Tensor]) -> Result<Tensor, Kernel
     })
 }
 
-/// The first element index where `bad` holds, as a domain error.
-pub fn check_domain<T: Copy>(
-    data: &[T],
-    bad: impl Fn(T) -> bool,
-    what: &str,
-) -> Result<(), KernelError> {
-    match data.iter().position(|&v| bad(v)) {
-        Some(i) => Err(KernelError::Domain(format!("{what} at element {i}"))),
-        None => Ok(()),
-    }
-}
-
-/// As [`check_domain`], naming the offending value and the admissible domain:
-/// `log of 0 at element 1, expected a positive value`.
+/// The first element where `bad` holds, as a domain error naming the offending value and the
+/// admissible domain: `log of 0 at element 1, expected a positive value`.
 pub fn check_domain_of<T: Float>(
     data: &[T],
     bad: impl Fn(T) -> bool,
