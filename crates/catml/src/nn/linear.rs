@@ -67,6 +67,9 @@ impl Linear {
     }
 }
 
+/// The fully connected layer under its other usual name (Keras, Flax).
+pub type Dense = Linear;
+
 /// 000's layer: [`Linear::new(out)`](Linear::new) applied to `x` under `tag`.
 ///
 /// ```

@@ -43,6 +43,8 @@
 //! store (`init` gives their initial values); derivatives come back by data input, by parameter
 //! name, and by tag, with the conventions that decided them.
 
+mod call;
+mod composites;
 mod context;
 mod error;
 mod grad;

@@ -1,0 +1,72 @@
+//! Layer normalisation over the trailing axes, as PyTorch's `LayerNorm(normalized_shape)`:
+//! x̂ = (x - mean) / √(var + eps) over the last `axes` axes, then gamma x̂ + beta with
+//! `<tag>.gamma` (ones) and `<tag>.beta` (zeros) of those axes' sizes.
+
+use rand::Rng;
+
+use super::{param, Init};
+use crate::tensor::TensorType;
+use crate::trace::{tag_scope, Value};
+
+/// Layer normalisation over the last `axes` axes. Parameters: 2 · (product of their sizes)
+/// with the affine transform, none without.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerNorm {
+    /// How many trailing axes are normalised together.
+    pub axes: usize,
+    /// Added to the variance; must be > 0.
+    pub eps: f64,
+    /// Whether gamma and beta follow the normalisation.
+    pub affine: bool,
+}
+
+impl LayerNorm {
+    /// Normalises the last axis with eps = 1e-5 and an affine transform.
+    pub fn new() -> LayerNorm {
+        LayerNorm {
+            axes: 1,
+            eps: 1e-5,
+            affine: true,
+        }
+    }
+
+    /// The same layer over the last `axes` axes.
+    pub fn trailing(self, axes: usize) -> LayerNorm {
+        LayerNorm { axes, ..self }
+    }
+
+    /// The same layer without gamma and beta.
+    pub fn no_affine(self) -> LayerNorm {
+        LayerNorm {
+            affine: false,
+            ..self
+        }
+    }
+
+    /// Applies the layer under `tag`. The draws of gamma and beta use no randomness, but take
+    /// `rng` like every layer so layers compose uniformly.
+    #[track_caller]
+    pub fn apply<R: Rng + ?Sized>(&self, x: &Value, rng: &mut R, tag: &str) -> Value {
+        let xt = match x.ty() {
+            Ok(t) => t,
+            Err(e) => return Value::failed(e),
+        };
+        // More axes than x has is left for layer_norm's type rule to reject.
+        let first = xt.rank().saturating_sub(self.axes);
+        let axes: Vec<usize> = (first..xt.rank()).collect();
+        let affine = self.affine.then(|| {
+            let ty = TensorType::new(xt.dtype, xt.dims()[first..].to_vec());
+            let g = param(&format!("{tag}.gamma"), &ty, Init::Constant(1.0), rng);
+            let b = param(&format!("{tag}.beta"), &ty, Init::Zeros, rng);
+            (g, b)
+        });
+        let _tag = tag_scope(tag);
+        x.layer_norm(&axes, self.eps, affine.as_ref().map(|(g, b)| (g, b)))
+    }
+}
+
+impl Default for LayerNorm {
+    fn default() -> LayerNorm {
+        LayerNorm::new()
+    }
+}
