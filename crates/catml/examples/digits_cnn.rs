@@ -1,7 +1,7 @@
 //! A small CNN on the 8x8 UCI optical digits (1,797 images, `examples/data/digits.csv.gz`):
 //! conv 1->16 3x3, relu, max pool 2, conv 16->32 3x3, relu, max pool 2, linear -> 10, trained
-//! with cross-entropy and Adam on seeded minibatches. The model is built once on a `Builder`,
-//! differentiated once (`ad::vjp`), and the VJP program is evaluated per minibatch. The last
+//! with cross-entropy and Adam on seeded minibatches. The model is a `nn::Sequential`, traced
+//! once, differentiated once (`ad::vjp`), and the VJP program is evaluated per minibatch. The last
 //! 20% of a seeded shuffle is held out; the run fails below 97% held-out accuracy.
 //!
 //! `cargo run --release -p catml --example digits_cnn`
@@ -14,11 +14,11 @@ use std::time::Instant;
 mod common;
 
 use catml::ir::Program;
-use catml::nn::{seeded, Init};
+use catml::nn::{flatten, seeded, Conv2d, Linear, Pool2d, Sequential};
 use catml::optim::{Adam, Optimiser};
-use catml::prim::{Conv2dAttrs, Ops, Pool2dAttrs};
-use catml::tensor::{DType, Params, Tensor};
-use common::{argmax_rows, permutation, run, LossGrad, Net, DT};
+use catml::tensor::{DType, Params, Tensor, TensorType};
+use catml::trace::{trace_named, Value};
+use common::{argmax_rows, permutation, run, LossGrad, DT};
 
 pub const SEED: u64 = 7;
 pub const BATCH: usize = 32;
@@ -46,34 +46,29 @@ pub fn load() -> (Vec<[f32; 64]>, Vec<i64>) {
     (xs, ys)
 }
 
-/// The network at batch size `batch`: its logits program, and the mean cross-entropy program
-/// with the initial parameters.
+/// The network, layer by layer (`nn`): each layer's parameters are `<name>.W` and `<name>.b`.
+pub fn net() -> Sequential {
+    Sequential::new()
+        .push("conv1", Conv2d::new(16, [3, 3]).pad(1))
+        .push("relu1", |x: &Value| x.relu())
+        .push("pool1", Pool2d::max([2, 2])) // (B, 16, 4, 4)
+        .push("conv2", Conv2d::new(32, [3, 3]).pad(1))
+        .push("relu2", |x: &Value| x.relu())
+        .push("pool2", Pool2d::max([2, 2])) // (B, 32, 2, 2)
+        .push("flatten", flatten)
+        .push("out", Linear::new(10))
+}
+
+/// The logits program and the mean cross-entropy program at batch size `batch`, traced from
+/// [`net`], with the initial parameters (drawn from `SEED`, the same in both).
 pub fn build(batch: usize) -> (Program, Program, Params) {
-    let mut n = Net::new(SEED);
-    let x = n.data("x", DT, &[batch, 1, 8, 8]);
-    let labels = n.data("labels", DType::I64, &[batch]);
-    let w1 = n.param("conv1.W", &[16, 1, 3, 3], Init::Glorot);
-    let b1 = n.param("conv1.b", &[16], Init::Zeros);
-    let w2 = n.param("conv2.W", &[32, 16, 3, 3], Init::Glorot);
-    let b2 = n.param("conv2.b", &[32], Init::Zeros);
-    let b = &mut n.b;
-    let pool = Pool2dAttrs::new([2, 2]);
-    let h = b
-        .conv2d(x, w1, Some(b1), Conv2dAttrs::default().pad(1))
-        .unwrap();
-    let h = b.relu(h).unwrap();
-    let h = b.max_pool2d(h, pool).unwrap(); // (B, 16, 4, 4)
-    let h = b
-        .conv2d(h, w2, Some(b2), Conv2dAttrs::default().pad(1))
-        .unwrap();
-    let h = b.relu(h).unwrap();
-    let h = b.max_pool2d(h, pool).unwrap(); // (B, 32, 2, 2)
-    let h = b.reshape(h, [batch, 128]).unwrap();
-    let logits = n.linear("out", h, 10);
-    let forward = n.b.clone().finish(&[logits]).unwrap();
-    let loss = n.b.cross_entropy(logits, labels).unwrap();
-    let loss = n.b.finish(&[loss]).unwrap();
-    (forward, loss, n.params)
+    let x = ("x", TensorType::new(DT, [batch, 1, 8, 8]));
+    let labels = ("labels", TensorType::new(DType::I64, [batch]));
+    let net = net();
+    let logits = |x: &Value| net.apply(x, &mut seeded(SEED), "");
+    let forward = trace_named(std::slice::from_ref(&x), |v| logits(&v[0])).unwrap();
+    let loss = trace_named(&[x, labels], |v| logits(&v[0]).cross_entropy(&v[1])).unwrap();
+    (forward.program, loss.program, loss.params)
 }
 
 pub fn batch_tensors(xs: &[[f32; 64]], ys: &[i64], idx: &[usize]) -> Vec<(&'static str, Tensor)> {

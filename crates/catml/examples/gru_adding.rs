@@ -1,6 +1,6 @@
 //! The adding problem with T = 50: each step reads a value in [0, 1) and a marker, with
 //! exactly two markers per sequence (one in each half); the target is the sum of the two marked
-//! values. A GRU (hidden 32, `prim::recurrent::gru`, unrolled) reads the sequence and a linear
+//! values. A GRU (hidden 32, `nn::Gru`, unrolled) reads the sequence and a linear
 //! layer reads its last state; MSE loss, Adam. Always answering 1.0 scores MSE ≈ 1/6; the run
 //! fails unless the test MSE is at least 10x lower.
 //!
@@ -13,12 +13,11 @@ use std::time::Instant;
 mod common;
 
 use catml::ir::Program;
-use catml::nn::{seeded, ChaCha8Rng, Init};
+use catml::nn::{seeded, ChaCha8Rng, Gru, Linear};
 use catml::optim::{Adam, Optimiser};
-use catml::prim::recurrent::{gru, GruWeights};
-use catml::prim::Ops;
-use catml::tensor::{Params, Tensor};
-use common::{below, run, unit, LossGrad, Net, DT};
+use catml::tensor::{Params, Tensor, TensorType};
+use catml::trace::{trace_named, Value};
+use common::{below, run, unit, LossGrad, DT};
 
 const SEED: u64 = 11;
 const T: usize = 50;
@@ -53,24 +52,26 @@ pub fn sample(rng: &mut ChaCha8Rng, n: usize) -> Vec<(&'static str, Tensor)> {
     ]
 }
 
+/// The prediction (a linear read-out of the GRU's last state) for (T, B, 2) inputs.
+fn predict(xs: &Value, h0: &Value, rng: &mut ChaCha8Rng) -> Value {
+    let h = Gru::new(HIDDEN).apply(xs, h0, rng, "gru").last;
+    Linear::new(1).apply(&h, rng, "out")
+}
+
 /// The prediction and MSE programs at batch size `batch`, with the initial parameters.
 pub fn build(batch: usize) -> (Program, Program, Params) {
-    let mut n = Net::new(SEED);
-    let xs = n.data("xs", DT, &[T, batch, 2]);
-    let target = n.data("target", DT, &[batch, 1]);
-    let h0 = n.data("h0", DT, &[batch, HIDDEN]);
-    let w = GruWeights {
-        w_ih: n.param("gru.w_ih", &[3 * HIDDEN, 2], Init::Glorot),
-        w_hh: n.param("gru.w_hh", &[3 * HIDDEN, HIDDEN], Init::Glorot),
-        b_ih: n.param("gru.b_ih", &[3 * HIDDEN], Init::Zeros),
-        b_hh: n.param("gru.b_hh", &[3 * HIDDEN], Init::Zeros),
-    };
-    let h = gru(&mut n.b, xs, h0, &w).unwrap().last;
-    let y = n.linear("out", h, 1);
-    let forward = n.b.clone().finish(&[y]).unwrap();
-    let loss = n.b.mse(y, target).unwrap();
-    let loss = n.b.finish(&[loss]).unwrap();
-    (forward, loss, n.params)
+    let xs = ("xs", TensorType::new(DT, [T, batch, 2]));
+    let target = ("target", TensorType::new(DT, [batch, 1]));
+    let h0 = ("h0", TensorType::new(DT, [batch, HIDDEN]));
+    let forward = trace_named(&[xs.clone(), h0.clone()], |v| {
+        predict(&v[0], &v[1], &mut seeded(SEED))
+    })
+    .unwrap();
+    let loss = trace_named(&[xs, h0, target], |v| {
+        predict(&v[0], &v[1], &mut seeded(SEED)).mse(&v[2])
+    })
+    .unwrap();
+    (forward.program, loss.program, loss.params)
 }
 
 fn mse(a: &Tensor, b: &Tensor) -> f64 {

@@ -12,12 +12,14 @@ use std::time::Instant;
 #[path = "common/mod.rs"]
 mod common;
 
-use catml::ir::{Program, Var};
-use catml::nn::{seeded, ChaCha8Rng, Init};
+use catml::ir::Program;
+use catml::nn::{
+    param, seeded, ChaCha8Rng, Embedding, Init, LayerNorm, Linear, MultiHeadAttention,
+};
 use catml::optim::{Adam, Optimiser};
-use catml::prim::{AttentionMask, Ops};
-use catml::tensor::{DType, Params, Tensor};
-use common::{argmax_rows, below, run, LossGrad, Net};
+use catml::tensor::{DType, Params, Tensor, TensorType};
+use catml::trace::{trace_named, Value};
+use common::{argmax_rows, below, run, LossGrad, DT};
 
 const SEED: u64 = 3;
 const LEN: usize = 8;
@@ -51,62 +53,63 @@ pub fn sample(rng: &mut ChaCha8Rng, n: usize) -> Vec<(&'static str, Tensor)> {
     ]
 }
 
-fn layer_norm(n: &mut Net, name: &str, x: Var) -> Var {
-    let g = n.param(&format!("{name}.gamma"), &[D], Init::Constant(1.0));
-    let b = n.param(&format!("{name}.beta"), &[D], Init::Zeros);
-    n.b.layer_norm(x, vec![1], 1e-5, Some((g, b))).unwrap()
+/// One pre-norm block on (B, T, D): causal self-attention, then a 4x MLP on the (B T, D) rows.
+fn block(x: &Value, l: usize, rng: &mut ChaCha8Rng) -> Value {
+    let name = |part: &str| format!("l{l}.{part}");
+    let h = LayerNorm::new().apply(x, rng, &name("ln1"));
+    let a = MultiHeadAttention::new(HEADS, D)
+        .causal()
+        .apply(&h, rng, &name("att"));
+    let x = x + &a;
+    let batch = x.ty().unwrap().dims()[0];
+    let h = LayerNorm::new().apply(&x, rng, &name("ln2"));
+    let h = h.reshape([batch * T, D]);
+    let h = Linear::new(4 * D).apply(&h, rng, &name("up")).relu();
+    let h = Linear::new(D).apply(&h, rng, &name("down"));
+    &x + &h.reshape([batch, T, D])
 }
 
-/// (B T, D) rows to (B, H, T, D / H) heads.
-fn heads(n: &mut Net, x: Var, batch: usize) -> Var {
-    let x = n.b.reshape(x, [batch, T, HEADS, D / HEADS]).unwrap();
-    n.b.permute(x, vec![0, 2, 1, 3]).unwrap()
-}
-
-/// One pre-norm block on (B T, D) rows: causal self-attention, then a 4x MLP.
-fn block(n: &mut Net, l: usize, x: Var, batch: usize) -> Var {
-    let h = layer_norm(n, &format!("l{l}.ln1"), x);
-    let q = n.linear(&format!("l{l}.q"), h, D);
-    let k = n.linear(&format!("l{l}.k"), h, D);
-    let v = n.linear(&format!("l{l}.v"), h, D);
-    let (q, k, v) = (heads(n, q, batch), heads(n, k, batch), heads(n, v, batch));
-    let a = n.b.sdpa(q, k, v, AttentionMask::causal()).unwrap();
-    let a = n.b.permute(a, vec![0, 2, 1, 3]).unwrap();
-    let a = n.b.reshape(a, [batch * T, D]).unwrap();
-    let a = n.linear(&format!("l{l}.o"), a, D);
-    let x = n.b.add(x, a).unwrap();
-    let h = layer_norm(n, &format!("l{l}.ln2"), x);
-    let h = n.linear(&format!("l{l}.up"), h, 4 * D);
-    let h = n.b.relu(h).unwrap();
-    let h = n.linear(&format!("l{l}.down"), h, D);
-    n.b.add(x, h).unwrap()
-}
-
-/// The (B LEN, VOCAB) logits of the reversed tokens and the mean cross-entropy, at batch
-/// size `batch`, with the initial parameters.
-pub fn build(batch: usize) -> (Program, Program, Params) {
-    let mut n = Net::new(SEED);
-    let tokens = n.data("tokens", DType::I64, &[batch, T]);
-    let targets = n.data("targets", DType::I64, &[batch * LEN]);
-    let table = n.param("embed", &[VOCAB + 1, D], Init::Normal { std: 0.1 });
-    let pos = n.param("pos", &[T, D], Init::Normal { std: 0.1 });
-    let x = n.b.take(table, tokens).unwrap();
-    let p = n.b.broadcast(pos, [batch, T, D], vec![1, 2]).unwrap();
-    let x = n.b.add(x, p).unwrap();
-    let mut x = n.b.reshape(x, [batch * T, D]).unwrap();
+/// The (B LEN, VOCAB) logits of the reversed tokens for (B, T) tokens.
+fn logits(tokens: &Value, rng: &mut ChaCha8Rng) -> Value {
+    let batch = tokens.ty().unwrap().dims()[0];
+    let embed = Embedding {
+        init: Init::Normal { std: 0.1 },
+        ..Embedding::new(VOCAB + 1, D)
+    };
+    let x = embed.apply(tokens, rng, "embed");
+    let pos = param(
+        "pos",
+        &TensorType::new(DT, [T, D]),
+        Init::Normal { std: 0.1 },
+        rng,
+    );
+    let mut x = &x + &pos.broadcast_in_dim([batch, T, D], &[1, 2]);
     for l in 0..LAYERS {
-        x = block(&mut n, l, x, batch);
+        x = block(&x, l, rng);
     }
-    let x = layer_norm(&mut n, "ln_f", x);
-    let logits = n.linear("head", x, VOCAB);
-    let logits = n.b.reshape(logits, [batch, T, VOCAB]).unwrap();
+    let x = LayerNorm::new().apply(&x, rng, "ln_f");
+    let logits = Linear::new(VOCAB).apply(&x.reshape([batch * T, D]), rng, "head");
     // Positions LEN .. 2 LEN - 1 (the separator onwards) predict the reversed tokens.
-    let logits = n.b.gather(logits, 1, (LEN..T).collect()).unwrap();
-    let logits = n.b.reshape(logits, [batch * LEN, VOCAB]).unwrap();
-    let forward = n.b.clone().finish(&[logits]).unwrap();
-    let loss = n.b.cross_entropy(logits, targets).unwrap();
-    let loss = n.b.finish(&[loss]).unwrap();
-    (forward, loss, n.params)
+    let logits = logits
+        .reshape([batch, T, VOCAB])
+        .gather(1, &(LEN..T).collect::<Vec<_>>());
+    logits.reshape([batch * LEN, VOCAB])
+}
+
+/// The logits and mean cross-entropy programs at batch size `batch`, with the initial
+/// parameters (drawn from `SEED`).
+pub fn build(batch: usize) -> (Program, Program, Params) {
+    let tokens = ("tokens", TensorType::new(DType::I64, [batch, T]));
+    let targets = ("targets", TensorType::new(DType::I64, [batch * LEN]));
+    let forward = trace_named(std::slice::from_ref(&tokens), |v| {
+        logits(&v[0], &mut seeded(SEED))
+    })
+    .unwrap();
+    let loss = trace_named(&[tokens, targets], |v| {
+        logits(&v[0], &mut seeded(SEED)).cross_entropy(&v[1])
+    })
+    .unwrap();
+    (forward.program, loss.program, loss.params)
 }
 
 fn main() -> ExitCode {

@@ -216,7 +216,11 @@ fn attention_layer_equals_the_formula_head_by_head() {
     let layer = MultiHeadAttention::new(heads, d).causal();
     let mut rng = seeded(8);
     let traced = trace(&[ty], |v| layer.apply(&v[0], &mut rng, "att")).unwrap();
-    let got = traced.eval(std::slice::from_ref(&x)).unwrap().remove(0).to_f64_vec();
+    let got = traced
+        .eval(std::slice::from_ref(&x))
+        .unwrap()
+        .remove(0)
+        .to_f64_vec();
 
     let w = &traced.params;
     let xv = Value::from(x);

@@ -1,58 +1,17 @@
-//! Shared by the trained-model examples: parameters declared on a `Builder` with seeded
-//! initial values, one VJP program per loss evaluated per minibatch, seeded shuffling.
+//! Shared by the trained-model examples: arguments by input name, one VJP program per loss
+//! evaluated per minibatch, seeded shuffling.
 
 #![allow(dead_code)]
 
 use catml::ad::{vjp, Vjp};
 use catml::interp::eval;
-use catml::ir::{Builder, InputKind, Program, Var};
-use catml::nn::{seeded, ChaCha8Rng, Init};
-use catml::prim::Ops;
-use catml::tensor::{DType, Params, Tensor, TensorType};
+use catml::ir::{InputKind, Program};
+use catml::nn::ChaCha8Rng;
+use catml::tensor::{DType, Params, Tensor};
 use rand::Rng;
 
 /// The dtype of every model here.
 pub const DT: DType = DType::F32;
-
-/// A model under construction: the builder and the initial values of its parameters.
-pub struct Net {
-    pub b: Builder,
-    pub params: Params,
-    rng: ChaCha8Rng,
-}
-
-impl Net {
-    /// An empty model whose parameters are drawn from `seed`.
-    pub fn new(seed: u64) -> Net {
-        Net {
-            b: Builder::new(),
-            params: Params::new(),
-            rng: seeded(seed),
-        }
-    }
-
-    /// A parameter input `name` of shape `dims`, starting from `init`.
-    pub fn param(&mut self, name: &str, dims: &[usize], init: Init) -> Var {
-        let ty = TensorType::new(DT, dims.to_vec());
-        let v = self.b.input(name, ty.clone(), InputKind::Param).unwrap();
-        self.params.insert(name, init.sample(&ty, &mut self.rng));
-        v
-    }
-
-    /// A data input `name`.
-    pub fn data(&mut self, name: &str, dtype: DType, dims: &[usize]) -> Var {
-        let ty = TensorType::new(dtype, dims.to_vec());
-        self.b.input(name, ty, InputKind::Data).unwrap()
-    }
-
-    /// x W^T + b with parameters `<name>.W` (out, in), Glorot, and `<name>.b` (out), zeros.
-    pub fn linear(&mut self, name: &str, x: Var, out: usize) -> Var {
-        let inp = *self.b.ty(x).dims().last().unwrap();
-        let w = self.param(&format!("{name}.W"), &[out, inp], Init::Glorot);
-        let bias = self.param(&format!("{name}.b"), &[out], Init::Zeros);
-        self.b.linear(x, w, bias).unwrap()
-    }
-}
 
 /// The program's arguments: parameters by name, data inputs by name from `data`.
 pub fn arguments(p: &Program, params: &Params, data: &[(&str, Tensor)]) -> Vec<Tensor> {
