@@ -4,7 +4,7 @@
 //! - [`shape`]: types only, no data allocated (the shape functor);
 //! - [`params`]: parameter counts, in total and by tag;
 //! - [`cost`]: flops, bytes moved and peak live bytes;
-//! - [`rational`]: exact values over arbitrary-precision rationals.
+//! - `rational`: exact values over arbitrary-precision rationals.
 
 mod cost;
 mod eval;

@@ -85,7 +85,7 @@ impl Primitive for Reshape {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Permute {
-    /// Result dim i is operand dim perm[i].
+    /// Result dim i is operand dim `perm[i]`.
     pub perm: Vec<usize>,
 }
 

@@ -189,7 +189,7 @@ pub trait Ops {
     fn sum(&mut self, x: Var, axes: Option<Vec<usize>>) -> Result<Var, TypeError> {
         self.op(Arc::new(Sum::new(axes)), &[x])
     }
-    /// broadcast_in_dim: operand dim i goes to result dim dims[i].
+    /// broadcast_in_dim: operand dim i goes to result dim `dims[i]`.
     fn broadcast(
         &mut self,
         x: Var,

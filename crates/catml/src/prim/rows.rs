@@ -2,7 +2,7 @@
 //! row or of the columns of a block, and the reductions they need (max, sum, dot) written with
 //! independent accumulators so they vectorise. Exponentials go through `exp_in_place`.
 
-use crate::tensor::exp::exp_in_place;
+use crate::tensor::fastmath::exp_in_place;
 use crate::tensor::Float;
 
 /// Softmax (or log-softmax) of each row of `len` entries; `x` and `out` hold whole rows.

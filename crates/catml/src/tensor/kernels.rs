@@ -155,7 +155,7 @@ pub fn strided_copy<T: Element>(src: &[T], dims: &[usize], strides: &[usize]) ->
     out
 }
 
-/// Axis permutation: result dim i is operand dim perm[i].
+/// Axis permutation: result dim i is operand dim `perm[i]`.
 pub fn permute<T: Element>(a: &Array<T>, perm: &[usize]) -> Array<T> {
     let src_strides = a.shape().strides();
     let dims: Vec<usize> = perm.iter().map(|&p| a.dims()[p]).collect();
@@ -166,7 +166,7 @@ pub fn permute<T: Element>(a: &Array<T>, perm: &[usize]) -> Array<T> {
     )
 }
 
-/// broadcast_in_dim: operand dim i goes to result dim dims[i] (sizes equal or 1).
+/// broadcast_in_dim: operand dim i goes to result dim `dims[i]` (sizes equal or 1).
 pub fn broadcast<T: Element>(a: &Array<T>, shape: &Shape, dims_map: &[usize]) -> Array<T> {
     let src_strides = a.shape().strides();
     let mut strides = vec![0usize; shape.rank()];
@@ -264,7 +264,7 @@ pub fn gather<T: Element>(a: &Array<T>, axis: usize, indices: &[usize]) -> Array
     Array::from_parts(Shape::new(dims), out)
 }
 
-/// The transpose of `gather`: out[.., k, ..] = sum over j with indices[j] = k of a[.., j, ..].
+/// The transpose of `gather`: `out[.., k, ..]` = sum over j with `indices[j] = k` of `a[.., j, ..]`.
 pub fn scatter_add<T: Element>(
     a: &Array<T>,
     axis: usize,

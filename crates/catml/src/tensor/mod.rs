@@ -5,7 +5,6 @@
 
 mod array;
 mod dtype;
-pub mod exp;
 pub mod fastmath;
 mod json;
 pub mod kernels;

@@ -10,6 +10,12 @@
 //!
 //! f32 has its own function in f32 arithmetic (eight lanes instead of four). No fused
 //! multiply-add is used, so the AVX2 path and the baseline path give bit-identical results.
+//!
+//! e^x over whole slices (for the softmax family), [`exp_in_place`], is in `exp.rs`.
+
+mod exp;
+
+pub use exp::exp_in_place;
 
 const P: [f64; 3] = [
     -9.643_991_794_250_523e-1,
@@ -137,26 +143,6 @@ fn assign_all<T: Copy>(buf: &mut [T], f: impl Fn(T) -> T) {
     }
 }
 
-#[inline(always)]
-fn tanh_assign_f64(buf: &mut [f64]) {
-    assign_all(buf, tanh)
-}
-
-#[inline(always)]
-fn tanh_assign_f32(buf: &mut [f32]) {
-    assign_all(buf, tanhf)
-}
-
-#[inline(always)]
-fn tanh_all_f64(src: &[f64]) -> Vec<f64> {
-    map_all(src, tanh)
-}
-
-#[inline(always)]
-fn tanh_all_f32(src: &[f32]) -> Vec<f32> {
-    map_all(src, tanhf)
-}
-
 /// Whether any element has all exponent bits set (infinite or NaN): an OR of integer tests,
 /// which vectorises, where counting would widen every lane to a usize.
 #[inline(always)]
@@ -177,97 +163,59 @@ fn any_non_finite_f64_body(d: &[f64]) -> bool {
     acc != 0
 }
 
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn any_non_finite_f32(d: &[f32]) -> bool {
-        super::any_non_finite_f32_body(d)
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn any_non_finite_f64(d: &[f64]) -> bool {
-        super::any_non_finite_f64_body(d)
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn tanh_all_f64(src: &[f64]) -> Vec<f64> {
-        super::tanh_all_f64(src)
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn tanh_all_f32(src: &[f32]) -> Vec<f32> {
-        super::tanh_all_f32(src)
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn tanh_assign_f64(buf: &mut [f64]) {
-        super::tanh_assign_f64(buf)
-    }
-
-    #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn tanh_assign_f32(buf: &mut [f32]) {
-        super::tanh_assign_f32(buf)
-    }
+/// A public function whose body is compiled twice, once with AVX2 enabled, and which runs that
+/// copy when the CPU has AVX2. The bodies use no fused multiply-add, so both copies give the
+/// same results.
+macro_rules! with_avx2 {
+    ($(#[$doc:meta])* fn $name:ident($arg:ident: $ty:ty) -> $ret:ty $body:block) => {
+        $(#[$doc])*
+        pub fn $name($arg: $ty) -> $ret {
+            #[inline(always)]
+            fn body($arg: $ty) -> $ret $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2")]
+                unsafe fn avx2($arg: $ty) -> $ret {
+                    body($arg)
+                }
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU supports AVX2, checked just above.
+                    return unsafe { avx2($arg) };
+                }
+            }
+            body($arg)
+        }
+    };
 }
 
-/// Whether any element is infinite or NaN.
-pub fn any_non_finite_f32(d: &[f32]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2::any_non_finite_f32(d) };
-    }
-    any_non_finite_f32_body(d)
+with_avx2! {
+    /// Whether any element is infinite or NaN.
+    fn any_non_finite_f32(d: &[f32]) -> bool { any_non_finite_f32_body(d) }
 }
 
-/// Whether any element is infinite or NaN.
-pub fn any_non_finite_f64(d: &[f64]) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2::any_non_finite_f64(d) };
-    }
-    any_non_finite_f64_body(d)
+with_avx2! {
+    /// Whether any element is infinite or NaN.
+    fn any_non_finite_f64(d: &[f64]) -> bool { any_non_finite_f64_body(d) }
 }
 
-/// tanh of every element.
-pub fn tanh_f64_slice(src: &[f64]) -> Vec<f64> {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2::tanh_all_f64(src) };
-    }
-    tanh_all_f64(src)
+with_avx2! {
+    /// tanh of every element.
+    fn tanh_f64_slice(src: &[f64]) -> Vec<f64> { map_all(src, tanh) }
 }
 
-/// tanh of every element, in f32 arithmetic.
-pub fn tanh_f32_slice(src: &[f32]) -> Vec<f32> {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2::tanh_all_f32(src) };
-    }
-    tanh_all_f32(src)
+with_avx2! {
+    /// tanh of every element, in f32 arithmetic.
+    fn tanh_f32_slice(src: &[f32]) -> Vec<f32> { map_all(src, tanhf) }
 }
 
-/// tanh of every element, in place.
-pub fn tanh_f64_in_place(buf: &mut [f64]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2::tanh_assign_f64(buf) };
-    }
-    tanh_assign_f64(buf)
+with_avx2! {
+    /// tanh of every element, in place.
+    fn tanh_f64_in_place(buf: &mut [f64]) -> () { assign_all(buf, tanh) }
 }
 
-/// tanh of every element, in place, in f32 arithmetic.
-pub fn tanh_f32_in_place(buf: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2::tanh_assign_f32(buf) };
-    }
-    tanh_assign_f32(buf)
+with_avx2! {
+    /// tanh of every element, in place, in f32 arithmetic.
+    fn tanh_f32_in_place(buf: &mut [f32]) -> () { assign_all(buf, tanhf) }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use std::any::TypeId;
 
-use super::Float;
+use crate::tensor::Float;
 
 /// x <- e^x for every element.
 pub fn exp_in_place<T: Float>(xs: &mut [T]) {
