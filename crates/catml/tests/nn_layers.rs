@@ -402,3 +402,43 @@ fn the_attention_layer_records_one_sdpa_node_for_all_heads() {
     .unwrap();
     assert!(eval(&t.program, &args).is_ok());
 }
+
+#[test]
+fn a_tag_used_twice_is_reported_at_the_second_use() {
+    let x = f64t(&[2, 3, 4]);
+    let rows = f64t(&[2, 4]);
+    let image = f64t(&[1, 2, 5, 5]);
+    let twice = |ty: &TensorType, layer: &dyn Layer| {
+        let mut rng = seeded(0);
+        trace(std::slice::from_ref(ty), |v| {
+            let h = layer.forward(&v[0], &mut rng, "same");
+            layer.forward(&h, &mut rng, "same")
+        })
+        .unwrap_err()
+    };
+    let layers: [(&TensorType, &dyn Layer); 5] = [
+        (&rows, &Linear::new(4)),
+        (&image, &Conv2d::new(2, [1, 1])),
+        (&x, &LayerNorm::new()),
+        (&x, &MultiHeadAttention::new(2, 4)),
+        (&rows, &Embedding::new(3, 4)),
+    ];
+    for (ty, layer) in layers {
+        let e = twice(ty, layer);
+        let text = e.to_string();
+        if !matches!(e, TraceError::DuplicateParam { .. }) {
+            // The embedding of a float value fails earlier, at its type rule.
+            assert!(text.contains("take"), "{text}");
+            continue;
+        }
+        assert!(text.contains("nn_layers.rs"), "{text}");
+        assert!(text.contains("same."), "{text}");
+    }
+    let mut rng = seeded(0);
+    let e = trace(&[f64t(&[2, 1, 3]), f64t(&[1, 2])], |v| {
+        let s = Gru::new(2).apply(&v[0], &v[1], &mut rng, "g");
+        Gru::new(2).apply(&v[0], &s.last, &mut rng, "g").last
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("nn_layers.rs"), "{e}");
+}

@@ -72,23 +72,20 @@ impl MultiHeadAttention {
         let last = |t: &TensorType| t.dims().last().copied().unwrap_or(0);
         let (dq, dkv, d) = (last(&qt), last(&kvt), self.width);
         let dout = self.out.unwrap_or(dq);
-        let mut projection = |name: &str, out: usize, inp: usize| {
+        // A loop, not a closure: `param` reports the caller's site only through direct calls.
+        let mut weights = Vec::with_capacity(8);
+        for (name, out, inp) in [("q", d, dq), ("k", d, dkv), ("v", d, dkv), ("o", dout, d)] {
             let w = TensorType::new(qt.dtype, [out, inp]);
             let b = TensorType::new(qt.dtype, [out]);
-            let w = param(&format!("{tag}.W{name}"), &w, self.weight_init, rng);
-            let b = param(&format!("{tag}.b{name}"), &b, Init::Zeros, rng);
-            [w, b]
-        };
-        let [wq, bq] = projection("q", d, dq);
-        let [wk, bk] = projection("k", d, dkv);
-        let [wv, bv] = projection("v", d, dkv);
-        let [wo, bo] = projection("o", dout, d);
+            weights.push(param(&format!("{tag}.W{name}"), &w, self.weight_init, rng));
+            weights.push(param(&format!("{tag}.b{name}"), &b, Init::Zeros, rng));
+        }
         let spec = AttentionSpec {
             heads: self.heads,
             mask: self.mask.clone(),
         };
         let _tag = tag_scope(tag);
-        let args = [x_q, x_kv, &wq, &bq, &wk, &bk, &wv, &bv, &wo, &bo];
+        let args: Vec<&Value> = [x_q, x_kv].into_iter().chain(&weights).collect();
         let out = call_built("multi_head_attention", &args, 1, |b, v| {
             let w = AttentionWeights {
                 wq: v[2],

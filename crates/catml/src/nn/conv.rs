@@ -1,10 +1,12 @@
 //! Convolution layers over NCW and NCHW input, with weights in the (O, C/groups, k..) layout of
 //! the `conv` primitive: `<tag>.W` and, unless turned off, `<tag>.b` (O).
 
+use std::sync::Arc;
+
 use rand::Rng;
 
 use super::{param, Init};
-use crate::prim::{Conv1dAttrs, Conv2dAttrs};
+use crate::prim::{Conv, Conv1dAttrs, Conv2dAttrs};
 use crate::tensor::TensorType;
 use crate::trace::{tag_scope, Value};
 
@@ -60,14 +62,14 @@ impl Conv2d {
     /// Applies the layer under `tag`, drawing `<tag>.W` then `<tag>.b` from `rng`.
     #[track_caller]
     pub fn apply<R: Rng + ?Sized>(&self, x: &Value, rng: &mut R, tag: &str) -> Value {
-        let (o, groups) = (self.out_channels, self.attrs.groups);
-        let inits = (self.weight_init, self.bias.then_some(self.bias_init));
-        let (w, b) = match conv_params(x, (o, groups), &self.kernel, inits, rng, tag) {
-            Ok(wb) => wb,
-            Err(e) => return e,
+        let filters = Filters {
+            out_channels: self.out_channels,
+            groups: self.attrs.groups,
+            field: &self.kernel,
+            weight_init: self.weight_init,
+            bias_init: self.bias.then_some(self.bias_init),
         };
-        let _tag = tag_scope(tag);
-        x.conv2d(&w, b.as_ref(), self.attrs)
+        filters.apply(x, rng, tag, Conv::conv2d(self.attrs))
     }
 }
 
@@ -118,48 +120,61 @@ impl Conv1d {
     /// Applies the layer under `tag`, drawing `<tag>.W` then `<tag>.b` from `rng`.
     #[track_caller]
     pub fn apply<R: Rng + ?Sized>(&self, x: &Value, rng: &mut R, tag: &str) -> Value {
-        let (o, groups) = (self.out_channels, self.attrs.groups);
-        let inits = (self.weight_init, self.bias.then_some(self.bias_init));
-        let (w, b) = match conv_params(x, (o, groups), &[self.kernel], inits, rng, tag) {
-            Ok(wb) => wb,
-            Err(e) => return e,
+        let filters = Filters {
+            out_channels: self.out_channels,
+            groups: self.attrs.groups,
+            field: &[self.kernel],
+            weight_init: self.weight_init,
+            bias_init: self.bias.then_some(self.bias_init),
         };
-        let _tag = tag_scope(tag);
-        x.conv1d(&w, b.as_ref(), self.attrs)
+        filters.apply(x, rng, tag, Conv::conv1d(self.attrs))
     }
 }
 
-/// `<tag>.W` (O, C/groups, field..) and `<tag>.b` (O), or the failed value to return. C is
-/// x's axis 1; a C the groups do not divide is left for the primitive's type rule to reject.
-#[track_caller]
-fn conv_params<R: Rng + ?Sized>(
-    x: &Value,
-    (o, groups): (usize, usize),
-    field: &[usize],
-    (weight_init, bias_init): (Init, Option<Init>),
-    rng: &mut R,
-    tag: &str,
-) -> Result<(Value, Option<Value>), Value> {
-    let xt = x.ty().map_err(Value::failed)?;
-    let channels = xt.dims().get(1).copied().unwrap_or(0);
-    let per_group = channels / groups.max(1);
-    let wdims: Vec<usize> = [o, per_group]
-        .into_iter()
-        .chain(field.iter().copied())
-        .collect();
-    let w = param(
-        &format!("{tag}.W"),
-        &TensorType::new(xt.dtype, wdims),
-        weight_init,
-        rng,
-    );
-    let b = bias_init.map(|init| {
-        param(
-            &format!("{tag}.b"),
-            &TensorType::new(xt.dtype, [o]),
-            init,
+/// What the convolution layers share: their parameters.
+struct Filters<'a> {
+    out_channels: usize,
+    groups: usize,
+    /// The kernel's spatial sizes.
+    field: &'a [usize],
+    weight_init: Init,
+    bias_init: Option<Init>,
+}
+
+impl Filters<'_> {
+    /// Draws `<tag>.W` (O, C/groups, field..) and `<tag>.b` (O), then applies `conv` to x and
+    /// them under `tag`. C is x's axis 1; a C the groups do not divide is left for the primitive's
+    /// type rule to reject.
+    #[track_caller]
+    fn apply<R: Rng + ?Sized>(&self, x: &Value, rng: &mut R, tag: &str, conv: Conv) -> Value {
+        let xt = match x.ty() {
+            Ok(t) => t,
+            Err(e) => return Value::failed(e),
+        };
+        let channels = xt.dims().get(1).copied().unwrap_or(0);
+        let per_group = channels / self.groups.max(1);
+        let o = self.out_channels;
+        let wdims: Vec<usize> = [o, per_group]
+            .into_iter()
+            .chain(self.field.iter().copied())
+            .collect();
+        let w = param(
+            &format!("{tag}.W"),
+            &TensorType::new(xt.dtype, wdims),
+            self.weight_init,
             rng,
-        )
-    });
-    Ok((w, b))
+        );
+        let b = match self.bias_init {
+            Some(init) => Some(param(
+                &format!("{tag}.b"),
+                &TensorType::new(xt.dtype, [o]),
+                init,
+                rng,
+            )),
+            None => None,
+        };
+        let _tag = tag_scope(tag);
+        let operands: Vec<&Value> = [x, &w].into_iter().chain(b.as_ref()).collect();
+        Value::apply(Arc::new(conv), &operands)
+    }
 }

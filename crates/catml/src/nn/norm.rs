@@ -54,12 +54,15 @@ impl LayerNorm {
         // More axes than x has is left for layer_norm's type rule to reject.
         let first = xt.rank().saturating_sub(self.axes);
         let axes: Vec<usize> = (first..xt.rank()).collect();
-        let affine = self.affine.then(|| {
+        // No closures around `param`: they would hide the caller's site from its errors.
+        let affine = if self.affine {
             let ty = TensorType::new(xt.dtype, xt.dims()[first..].to_vec());
             let g = param(&format!("{tag}.gamma"), &ty, Init::Constant(1.0), rng);
             let b = param(&format!("{tag}.beta"), &ty, Init::Zeros, rng);
-            (g, b)
-        });
+            Some((g, b))
+        } else {
+            None
+        };
         let _tag = tag_scope(tag);
         x.layer_norm(&axes, self.eps, affine.as_ref().map(|(g, b)| (g, b)))
     }

@@ -105,19 +105,22 @@ fn weights<R: Rng + ?Sized>(
     };
     let d = xt.dims().last().copied().unwrap_or(0);
     let rows = gates * hidden;
-    names
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let dims = match i {
-                0 => vec![rows, d],
-                1 => vec![rows, hidden],
-                _ => vec![rows],
-            };
-            let ty = TensorType::new(xt.dtype, dims);
-            param(&format!("{tag}.{name}"), &ty, recurrent_init(hidden), rng)
-        })
-        .collect()
+    let mut weights = Vec::with_capacity(names.len());
+    for (i, name) in names.iter().enumerate() {
+        let dims = match i {
+            0 => vec![rows, d],
+            1 => vec![rows, hidden],
+            _ => vec![rows],
+        };
+        let ty = TensorType::new(xt.dtype, dims);
+        weights.push(param(
+            &format!("{tag}.{name}"),
+            &ty,
+            recurrent_init(hidden),
+            rng,
+        ));
+    }
+    weights
 }
 
 fn states(out: Vec<Value>) -> States {

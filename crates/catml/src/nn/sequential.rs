@@ -9,6 +9,8 @@ use crate::trace::{tag_scope, Value};
 /// from `rng`) and tags its nodes `tag`. Functions of one value (`|x: &Value| x.relu()`,
 /// [`flatten`]) are layers without parameters.
 pub trait Layer {
+    /// Applies the layer; errors name the caller (`#[track_caller]` through the trait).
+    #[track_caller]
     fn forward(&self, x: &Value, rng: &mut dyn Rng, tag: &str) -> Value;
 }
 
@@ -23,6 +25,7 @@ impl<F: Fn(&Value) -> Value> Layer for F {
 macro_rules! layer_by_apply {
     ($($t:ty),*) => {$(
         impl Layer for $t {
+            #[track_caller]
             fn forward(&self, x: &Value, rng: &mut dyn Rng, tag: &str) -> Value {
                 self.apply(x, rng, tag)
             }
@@ -40,6 +43,7 @@ layer_by_apply!(
 );
 
 impl Layer for Pool2d {
+    #[track_caller]
     fn forward(&self, x: &Value, _rng: &mut dyn Rng, tag: &str) -> Value {
         self.apply(x, tag)
     }
@@ -105,12 +109,14 @@ impl Sequential {
     }
 
     /// Applies every layer in order (see [`Layer`]).
+    #[track_caller]
     pub fn apply<R: Rng>(&self, x: &Value, rng: &mut R, tag: &str) -> Value {
         self.forward(x, rng, tag)
     }
 }
 
 impl Layer for Sequential {
+    #[track_caller]
     fn forward(&self, x: &Value, rng: &mut dyn Rng, tag: &str) -> Value {
         let mut h = x.clone();
         for (name, layer) in &self.layers {
