@@ -11,12 +11,10 @@ use num_traits::One;
 
 use super::dispatch::{arity, eval_float, FloatKernel};
 use super::pool_kernel::sum_pool;
-use super::pool_spec::Pool2dAttrs;
+use super::pool_spec::{register_pool, Pool2dAttrs};
 use super::sum_pool::SumPool2dTranspose;
 use super::Ops;
-use crate::ir::{
-    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
-};
+use crate::ir::{Attrs, Builder, KernelError, Primitive, Registry, RuleError, TypeError, Var};
 use crate::tensor::{Array, Float, RArray, Rational, Tensor, TensorType};
 
 /// The mean over each pooling window, padding counted as zeros.
@@ -108,10 +106,5 @@ impl Primitive for AvgPool2d {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    r.register("avg_pool2d", |attrs: &Attrs| {
-        let mut a = AttrReader::new(attrs);
-        let attrs = Pool2dAttrs::read(&mut a)?;
-        a.finish()?;
-        Ok(Arc::new(AvgPool2d { attrs }) as Prim)
-    });
+    register_pool(r, "avg_pool2d", |attrs| Arc::new(AvgPool2d { attrs }));
 }

@@ -19,10 +19,9 @@ use std::sync::Arc;
 
 use super::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
 use super::pool_kernel::{argmax, put, take};
-use super::pool_spec::Pool2dAttrs;
+use super::pool_spec::{register_pool, Pool2dAttrs};
 use crate::ir::{
-    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, RuleKind,
-    TypeError, Var,
+    Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
 };
 use crate::tensor::{Array, Element, RArray, Tensor, TensorType};
 
@@ -37,6 +36,20 @@ fn tied_windows(attrs: &Pool2dAttrs, x: &Tensor) -> usize {
         Tensor::F64(a) => argmax(a.data(), &g).1,
         Tensor::I64(_) => 0,
     }
+}
+
+/// The JVP of select and scatter: constant in x (the argmax is locally constant), linear in
+/// the second operand, so the tangent is the same primitive applied to (x, ṫ).
+fn linear_in_second(
+    b: &mut Builder,
+    prim: Prim,
+    x: &[Var],
+    dx: &[Option<Var>],
+) -> Result<Option<Var>, RuleError> {
+    dx[1]
+        .map(|d| b.apply(prim, &[x[0], d]))
+        .transpose()
+        .map_err(Into::into)
 }
 
 /// The maximum over each pooling window.
@@ -166,11 +179,7 @@ impl Primitive for MaxPool2dSelect {
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        // Constant in x (the argmax is locally constant); linear in t.
-        dx[1]
-            .map(|d| b.apply(Arc::new(*self), &[x[0], d]))
-            .transpose()
-            .map_err(Into::into)
+        linear_in_second(b, Arc::new(*self), x, dx)
     }
     fn vjp(
         &self,
@@ -244,10 +253,7 @@ impl Primitive for MaxPool2dScatter {
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        dx[1]
-            .map(|d| b.apply(Arc::new(*self), &[x[0], d]))
-            .transpose()
-            .map_err(Into::into)
+        linear_in_second(b, Arc::new(*self), x, dx)
     }
     fn vjp(
         &self,
@@ -265,22 +271,11 @@ impl Primitive for MaxPool2dScatter {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    r.register("max_pool2d", |attrs: &Attrs| {
-        let mut a = AttrReader::new(attrs);
-        let attrs = Pool2dAttrs::read(&mut a)?;
-        a.finish()?;
-        Ok(Arc::new(MaxPool2d { attrs }) as Prim)
+    register_pool(r, "max_pool2d", |attrs| Arc::new(MaxPool2d { attrs }));
+    register_pool(r, "max_pool2d_select", |attrs| {
+        Arc::new(MaxPool2dSelect { attrs })
     });
-    r.register("max_pool2d_select", |attrs: &Attrs| {
-        let mut a = AttrReader::new(attrs);
-        let attrs = Pool2dAttrs::read(&mut a)?;
-        a.finish()?;
-        Ok(Arc::new(MaxPool2dSelect { attrs }) as Prim)
-    });
-    r.register("max_pool2d_scatter", |attrs: &Attrs| {
-        let mut a = AttrReader::new(attrs);
-        let attrs = Pool2dAttrs::read(&mut a)?;
-        a.finish()?;
-        Ok(Arc::new(MaxPool2dScatter { attrs }) as Prim)
+    register_pool(r, "max_pool2d_scatter", |attrs| {
+        Arc::new(MaxPool2dScatter { attrs })
     });
 }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::conv_kernel::ConvGeom;
 use super::window::{check_axis, padding_json, read_list, read_padding, widen, Axis};
-use crate::ir::{AttrReader, Attrs, TypeError};
+use crate::ir::{AttrReader, Attrs, Prim, Registry, TypeError};
 use crate::tensor::TensorType;
 
 /// Attributes of a 2-D pooling window, per axis (H, W).
@@ -177,4 +177,14 @@ pub fn check_transpose(
         });
     }
     Ok((x, g))
+}
+
+/// Registers a pooling primitive whose attributes are exactly [`Pool2dAttrs`].
+pub(crate) fn register_pool(r: &mut Registry, name: &str, make: fn(Pool2dAttrs) -> Prim) {
+    r.register(name, move |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let attrs = Pool2dAttrs::read(&mut a)?;
+        a.finish()?;
+        Ok(make(attrs))
+    });
 }

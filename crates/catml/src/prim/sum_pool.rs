@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use super::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
 use super::pool_kernel::{sum_pool, sum_pool_transpose};
-use super::pool_spec::{attrs_with_input_size, check_transpose, read_with_input_size, Pool2dAttrs};
+use super::pool_spec::{
+    attrs_with_input_size, check_transpose, read_with_input_size, register_pool, Pool2dAttrs,
+};
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
@@ -150,12 +152,7 @@ impl Primitive for SumPool2dTranspose {
 }
 
 pub(crate) fn register(r: &mut Registry) {
-    r.register("sum_pool2d", |attrs: &Attrs| {
-        let mut a = AttrReader::new(attrs);
-        let attrs = Pool2dAttrs::read(&mut a)?;
-        a.finish()?;
-        Ok(Arc::new(SumPool2d { attrs }) as Prim)
-    });
+    register_pool(r, "sum_pool2d", |attrs| Arc::new(SumPool2d { attrs }));
     r.register("sum_pool2d_transpose", |attrs: &Attrs| {
         let mut a = AttrReader::new(attrs);
         let (attrs, input_size) = read_with_input_size(&mut a)?;
