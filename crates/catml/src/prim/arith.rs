@@ -22,6 +22,20 @@ pub fn sum_terms(b: &mut Builder, terms: &[Option<Var>]) -> Result<Option<Var>, 
     Ok(acc)
 }
 
+/// The product rule of a bilinear primitive B: dB(x, y) = B(dx, y) + B(x, dy).
+pub(crate) fn bilinear_jvp(
+    b: &mut Builder,
+    prim: Prim,
+    x: &[Var],
+    dx: &[Option<Var>],
+) -> Result<Option<Var>, RuleError> {
+    let left = dx[0]
+        .map(|d| b.apply(prim.clone(), &[d, x[1]]))
+        .transpose()?;
+    let right = dx[1].map(|d| b.apply(prim, &[x[0], d])).transpose()?;
+    sum_terms(b, &[left, right])
+}
+
 /// x + y; pullback (u, u).
 #[derive(Debug, Clone, Copy)]
 pub struct Add;

@@ -178,13 +178,7 @@ impl Primitive for BatchMatMul {
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        let left = dx[0]
-            .map(|d| b.op(Arc::new(*self), &[d, x[1]]))
-            .transpose()?;
-        let right = dx[1]
-            .map(|d| b.op(Arc::new(*self), &[x[0], d]))
-            .transpose()?;
-        super::sum_terms(b, &[left, right])
+        super::arith::bilinear_jvp(b, Arc::new(*self), x, dx)
     }
     fn vjp(
         &self,
@@ -194,18 +188,8 @@ impl Primitive for BatchMatMul {
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
         // As for matmul, slice by slice.
-        let (ta, tb) = (self.transpose_a, self.transpose_b);
-        let da = if ta {
-            b.batch_matmul(x[1], u, tb, true)?
-        } else {
-            b.batch_matmul(u, x[1], false, !tb)?
-        };
-        let db = if tb {
-            b.batch_matmul(u, x[0], true, ta)?
-        } else {
-            b.batch_matmul(x[0], u, !ta, false)?
-        };
-        Ok(vec![Some(da), Some(db)])
+        let product = |b: &mut Builder, ta, tb, p, q| b.batch_matmul(p, q, ta, tb);
+        super::matmul::product_vjp(b, (self.transpose_a, self.transpose_b), x, u, product)
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some((|| {

@@ -138,9 +138,8 @@ impl Primitive for ConvInputGrad {
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        let from_u = dx[0].map(|d| self.apply(b, d, x[1])).transpose()?;
-        let from_w = dx[1].map(|d| self.apply(b, x[0], d)).transpose()?;
-        super::sum_terms(b, &[from_u, from_w])
+        // Bilinear in (u, w).
+        super::arith::bilinear_jvp(b, Arc::new(*self), x, dx)
     }
     fn vjp(
         &self,
@@ -253,9 +252,8 @@ impl Primitive for ConvWeightGrad {
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        let from_x = dx[0].map(|d| self.apply(b, d, x[1])).transpose()?;
-        let from_u = dx[1].map(|d| self.apply(b, x[0], d)).transpose()?;
-        super::sum_terms(b, &[from_x, from_u])
+        // Bilinear in (x, u).
+        super::arith::bilinear_jvp(b, Arc::new(*self), x, dx)
     }
     fn vjp(
         &self,

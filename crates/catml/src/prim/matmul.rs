@@ -123,13 +123,7 @@ impl Primitive for MatMul {
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        let left = dx[0]
-            .map(|d| b.op(Arc::new(*self), &[d, x[1]]))
-            .transpose()?;
-        let right = dx[1]
-            .map(|d| b.op(Arc::new(*self), &[x[0], d]))
-            .transpose()?;
-        super::sum_terms(b, &[left, right])
+        super::arith::bilinear_jvp(b, Arc::new(*self), x, dx)
     }
     fn vjp(
         &self,
@@ -138,19 +132,8 @@ impl Primitive for MatMul {
         _y: Var,
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
-        // C = op(A) op(B): op(A)-bar = u op(B)^T, op(B)-bar = op(A)^T u, then undo op.
-        let (ta, tb) = (self.transpose_a, self.transpose_b);
-        let da = if ta {
-            b.op(Arc::new(MatMul::new(tb, true)), &[x[1], u])?
-        } else {
-            b.op(Arc::new(MatMul::new(false, !tb)), &[u, x[1]])?
-        };
-        let db = if tb {
-            b.op(Arc::new(MatMul::new(true, ta)), &[u, x[0]])?
-        } else {
-            b.op(Arc::new(MatMul::new(!ta, false)), &[x[0], u])?
-        };
-        Ok(vec![Some(da), Some(db)])
+        let product = |b: &mut Builder, ta, tb, p, q| b.op(Arc::new(MatMul::new(ta, tb)), &[p, q]);
+        product_vjp(b, (self.transpose_a, self.transpose_b), x, u, product)
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         if !self.transpose_a && !self.transpose_b {
@@ -188,4 +171,27 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(MatMul::new(transpose_a, transpose_b)) as Prim)
     });
+}
+
+/// The pullback of C = op_a(A) op_b(B), op a transpose or not: op(A)-bar = u op(B)^T and
+/// op(B)-bar = op(A)^T u, each then transposed back where op transposed. `product(b, ta, tb,
+/// p, q)` builds op_ta(p) op_tb(q) (a matmul, or a batch of them).
+pub(super) fn product_vjp(
+    b: &mut Builder,
+    (ta, tb): (bool, bool),
+    x: &[Var],
+    u: Var,
+    product: impl Fn(&mut Builder, bool, bool, Var, Var) -> Result<Var, TypeError>,
+) -> Result<Vec<Option<Var>>, RuleError> {
+    let da = if ta {
+        product(b, tb, true, x[1], u)?
+    } else {
+        product(b, false, !tb, u, x[1])?
+    };
+    let db = if tb {
+        product(b, true, ta, u, x[0])?
+    } else {
+        product(b, !ta, false, x[0], u)?
+    };
+    Ok(vec![Some(da), Some(db)])
 }
