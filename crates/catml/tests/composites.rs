@@ -290,6 +290,8 @@ struct Block {
     heads: usize,
     mask: AttentionMask,
     cross: bool,
+    /// One sdpa node rather than attention_probs and batch_matmul.
+    recompute_weights: bool,
 }
 
 /// An attention block over random inputs and weights: (program, inputs).
@@ -302,6 +304,7 @@ fn attention_block(r: &mut Rng, s: Block) -> (Program, Vec<Tensor>) {
         heads,
         mask,
         cross,
+        recompute_weights,
     } = s;
     use catml::prim::attention::{multi_head_attention, AttentionSpec, AttentionWeights};
     let mut b = Builder::new();
@@ -341,7 +344,11 @@ fn attention_block(r: &mut Rng, s: Block) -> (Program, Vec<Tensor>) {
         wo: w[6],
         bo: w[7],
     };
-    let spec = AttentionSpec { heads, mask };
+    let spec = AttentionSpec {
+        heads,
+        mask,
+        recompute_weights,
+    };
     let y = multi_head_attention(&mut b, xq, xkv, &weights, &spec).unwrap();
     (b.finish(&[y]).unwrap(), xs)
 }
@@ -369,14 +376,21 @@ fn attention_blocks_match_their_lowerings() {
             heads,
             mask,
             cross,
+            recompute_weights: seed % 2 == 1,
         };
         let (p, xs) = attention_block(&mut r, block);
+        let fused = if seed % 2 == 1 {
+            "sdpa"
+        } else {
+            "attention_probs"
+        };
+        assert!(p.nodes().iter().any(|n| n.prim.name() == fused));
         let checked = check(&p, &xs, seed, TOL);
         assert!(checked
             .lowered
             .nodes()
             .iter()
-            .all(|n| n.prim.name() != "sdpa"));
+            .all(|n| !["sdpa", "attention_probs"].contains(&n.prim.name())));
     }
 }
 

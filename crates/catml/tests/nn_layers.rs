@@ -384,23 +384,33 @@ fn layer_errors_name_the_caller_and_change_nothing() {
 }
 
 #[test]
-fn the_attention_layer_records_one_sdpa_node_for_all_heads() {
+fn the_attention_layer_records_one_node_for_all_heads() {
     let ty = f64t(&[2, 3, 4]);
-    let mut rng = seeded(0);
-    let t = trace(&[ty], |v| {
-        MultiHeadAttention::new(2, 4).apply(&v[0], &mut rng, "a")
-    })
-    .unwrap();
-    let ops: Vec<&str> = t.program.nodes().iter().map(|n| n.prim.name()).collect();
-    assert_eq!(ops.iter().filter(|o| **o == "sdpa").count(), 1);
-    assert_eq!(ops.iter().filter(|o| **o == "linear").count(), 4);
-    let args = catml::trace::arguments(
-        &t.program,
-        &t.params,
-        &[Tensor::full(&f64t(&[2, 3, 4]), 0.25)],
-    )
-    .unwrap();
-    assert!(eval(&t.program, &args).is_ok());
+    let x = Tensor::full(&ty, 0.25);
+    let mut outputs = Vec::new();
+    for (recompute, fused) in [(false, "attention_probs"), (true, "sdpa")] {
+        let layer = MultiHeadAttention {
+            recompute_weights: recompute,
+            ..MultiHeadAttention::new(2, 4)
+        };
+        let mut rng = seeded(0);
+        let t = trace(std::slice::from_ref(&ty), |v| {
+            layer.apply(&v[0], &mut rng, "a")
+        })
+        .unwrap();
+        let ops: Vec<&str> = t.program.nodes().iter().map(|n| n.prim.name()).collect();
+        assert_eq!(ops.iter().filter(|o| **o == fused).count(), 1, "{ops:?}");
+        assert_eq!(ops.iter().filter(|o| **o == "linear").count(), 4);
+        let args =
+            catml::trace::arguments(&t.program, &t.params, std::slice::from_ref(&x)).unwrap();
+        outputs.push(eval(&t.program, &args).unwrap().remove(0).to_f64_vec());
+    }
+    let err = outputs[0]
+        .iter()
+        .zip(&outputs[1])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    assert!(err < 1e-14, "{err}");
 }
 
 #[test]

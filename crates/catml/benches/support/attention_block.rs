@@ -69,6 +69,7 @@ impl Workload {
         let spec = AttentionSpec {
             heads: HEADS,
             mask: AttentionMask::none(),
+            recompute_weights: false,
         };
         let y = multi_head_attention(&mut b, x, x, &weights, &spec).unwrap();
         let mut lb = b.clone();

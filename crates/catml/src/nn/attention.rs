@@ -25,6 +25,9 @@ pub struct MultiHeadAttention {
     pub mask: AttentionMask,
     /// How the projection weights start (Glorot by default; biases start at zero).
     pub weight_init: Init,
+    /// Recompute the attention weights in the reverse pass (one `sdpa` node: less memory)
+    /// instead of keeping them (the default: a faster reverse pass).
+    pub recompute_weights: bool,
 }
 
 impl MultiHeadAttention {
@@ -36,6 +39,7 @@ impl MultiHeadAttention {
             out: None,
             mask: AttentionMask::none(),
             weight_init: Init::Glorot,
+            recompute_weights: false,
         }
     }
 
@@ -83,6 +87,7 @@ impl MultiHeadAttention {
         let spec = AttentionSpec {
             heads: self.heads,
             mask: self.mask.clone(),
+            recompute_weights: self.recompute_weights,
         };
         let _tag = tag_scope(tag);
         let args: Vec<&Value> = [x_q, x_kv].into_iter().chain(&weights).collect();

@@ -6,8 +6,12 @@
 //! Y_h = sdpa(Q_h, K_h, V_h)                                      (head h: columns h d .. (h+1) d)
 //! out = concat_h(Y_h) Wo^T + bo                                  ((B, Tq, Dout))
 //!
-//! The heads are a finite parallel composition: one `sdpa` node over a (B, H, T, d) view made
-//! by reshape and permute. Every weight is one operand, so shared parameters stay one slot.
+//! The heads are a finite parallel composition over a (B, H, T, d) view made by reshape and
+//! permute: by default one `attention_probs` node P = softmax(d^-1/2 Q K^T) and one
+//! `batch_matmul` P V, so the reverse pass reads P (B H Tq Tk values) instead of computing it
+//! again; with `recompute_weights`, one `sdpa` node, whose reverse rule recomputes P and which
+//! keeps nothing of that size between the passes. Every weight is one operand, so shared
+//! parameters stay one slot.
 
 use super::attention_mask::AttentionMask;
 use super::Ops;
@@ -31,6 +35,9 @@ pub struct AttentionWeights {
 pub struct AttentionSpec {
     pub heads: usize,
     pub mask: AttentionMask,
+    /// One `sdpa` node (the weights recomputed in the reverse pass, less memory) instead of
+    /// `attention_probs` and `batch_matmul` (the weights kept, a faster reverse pass).
+    pub recompute_weights: bool,
 }
 
 /// (B, T, D) -> (B, T, D') by `linear` on the (B T, D) rows.
@@ -90,7 +97,12 @@ pub fn multi_head_attention(
     let q = split_heads(b, q, spec.heads)?;
     let k = split_heads(b, k, spec.heads)?;
     let v = split_heads(b, v, spec.heads)?;
-    let y = b.sdpa(q, k, v, spec.mask.clone())?;
+    let y = if spec.recompute_weights {
+        b.sdpa(q, k, v, spec.mask.clone())?
+    } else {
+        let p = b.attention_probs(q, k, spec.mask.clone())?;
+        b.batch_matmul(p, v, false, false)?
+    };
     let y = merge_heads(b, y)?;
     project(b, y, w.wo, w.bo)
 }
