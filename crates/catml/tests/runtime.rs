@@ -311,3 +311,17 @@ fn a_value_beyond_the_memory_limit_is_refused_before_allocating() {
         "node 1 `t.1` (broadcast) would hold 8000000000000 bytes, more than the limit of 17179869184"
     );
 }
+
+#[test]
+fn a_non_finite_input_is_caught_even_by_a_copying_node() {
+    // reshape only copies, so its result is not scanned again, except when it copies an input.
+    let p = unary(|b, x| {
+        let r = b.reshape(x, [3, 1]).unwrap();
+        b.reshape(r, [3]).unwrap()
+    });
+    let err = interp::eval(&p, &[f64s(&[3], &[0.0, f64::NAN, 1.0])]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "node 0 `t` (reshape) produced 1 non-finite value (first at element 1)"
+    );
+}

@@ -164,7 +164,15 @@ fn run(
                 node.ty
             ))));
         }
-        let bad = out.count_non_finite();
+        // Copies of node results (checked when made) need no second scan; program inputs
+        // are not checked until a node reads them, so copies of those are.
+        let copies_checked =
+            node.prim.copies_operand_values() && node.operands.iter().all(|o| o.index() >= n_in);
+        let bad = if copies_checked {
+            0
+        } else {
+            out.count_non_finite()
+        };
         if bad > 0 {
             let first = out
                 .to_f64_vec()

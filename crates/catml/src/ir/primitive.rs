@@ -120,6 +120,13 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         self.eval(&refs)
     }
 
+    /// Whether every output element is a copy of an operand element (reshape, permute,
+    /// broadcast, gather, ...). The interpreter checks each node's output for non-finite
+    /// values; a copy of checked values needs no second scan.
+    fn copies_operand_values(&self) -> bool {
+        false
+    }
+
     /// Exact evaluation over rationals; `None` when the operation is not rational.
     fn eval_rational(&self, _inputs: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         None

@@ -33,6 +33,9 @@ impl Primitive for Broadcast {
     fn name(&self) -> &str {
         "broadcast"
     }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
     fn attrs(&self) -> Attrs {
         crate::ir::attrs_of([
             ("shape", self.shape.dims().to_vec().into()),
@@ -149,6 +152,9 @@ impl RingKernel for BroadcastRows {
 impl Primitive for BroadcastRows {
     fn name(&self) -> &str {
         "broadcast_rows"
+    }
+    fn copies_operand_values(&self) -> bool {
+        true
     }
     fn attrs(&self) -> Attrs {
         crate::ir::attrs_of([("rows", self.rows.into())])

@@ -25,6 +25,9 @@ impl Primitive for Concat {
     fn name(&self) -> &str {
         "concat"
     }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
     fn attrs(&self) -> Attrs {
         crate::ir::attrs_of([("axis", self.axis.into())])
     }

@@ -60,6 +60,9 @@ impl Primitive for Gather {
     fn name(&self) -> &str {
         "gather"
     }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
     fn attrs(&self) -> Attrs {
         crate::ir::attrs_of([
             ("axis", self.axis.into()),

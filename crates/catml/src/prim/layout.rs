@@ -31,6 +31,9 @@ impl Primitive for Reshape {
     fn name(&self) -> &str {
         "reshape"
     }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
     fn attrs(&self) -> Attrs {
         crate::ir::attrs_of([("shape", self.shape.dims().to_vec().into())])
     }
@@ -112,6 +115,9 @@ impl RingKernel for Permute {
 impl Primitive for Permute {
     fn name(&self) -> &str {
         "permute"
+    }
+    fn copies_operand_values(&self) -> bool {
+        true
     }
     fn attrs(&self) -> Attrs {
         crate::ir::attrs_of([("perm", self.perm.clone().into())])

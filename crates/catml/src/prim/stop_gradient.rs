@@ -15,6 +15,9 @@ impl Primitive for StopGradient {
     fn name(&self) -> &str {
         "stop_gradient"
     }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         unary_float(inputs)
     }

@@ -70,6 +70,9 @@ impl Primitive for Take {
     fn name(&self) -> &str {
         "take"
     }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         arity(inputs, 2)?;
         float_operand(inputs, 0)?;
