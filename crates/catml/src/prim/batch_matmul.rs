@@ -14,8 +14,8 @@ use super::Ops;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
-use crate::tensor::kernels::{gemm_into, gemm_into_serial, MatRef};
-use crate::tensor::{Array, Float, Shape, Tensor, TensorType};
+use crate::tensor::kernels::{gemm_into, gemm_into_serial, matmul_generic, MatRef};
+use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
 
 /// Below this many multiply-adds in all, the slices run on one thread.
 const PARALLEL_MIN: usize = 1 << 18;
@@ -67,6 +67,34 @@ impl BatchMatMul {
         } else {
             MatRef::new(d, rows, cols)
         }
+    }
+}
+
+impl BatchMatMul {
+    /// The exact product slice by slice, for any ring.
+    fn exact<T: Element>(&self, a: &Array<T>, b: &Array<T>) -> Array<T> {
+        let s = self.sizes(a.dims(), b.dims());
+        let (ar, ac) = if self.transpose_a {
+            (s.k, s.m)
+        } else {
+            (s.m, s.k)
+        };
+        let (br, bc) = if self.transpose_b {
+            (s.n, s.k)
+        } else {
+            (s.k, s.n)
+        };
+        let out: Vec<T> = (0..s.batch)
+            .flat_map(|i| {
+                let sa = Self::slice(a.data(), i, ar, ac, self.transpose_a);
+                let sb = Self::slice(b.data(), i, br, bc, self.transpose_b);
+                matmul_generic(sa, sb)
+            })
+            .collect();
+        let r = a.dims().len();
+        let mut dims = a.dims()[..r - 2].to_vec();
+        dims.extend([s.m, s.n]);
+        Array::new(Shape::new(dims), out).expect("batch * m * n elements")
     }
 }
 
@@ -166,6 +194,9 @@ impl Primitive for BatchMatMul {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        Some(Ok(self.exact(x[0], x[1])))
     }
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         let s = self.sizes(inputs[0].dims(), inputs[1].dims());

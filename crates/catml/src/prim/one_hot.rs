@@ -9,7 +9,9 @@ use super::dispatch::arity;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
-use crate::tensor::{DType, Float, Tensor, TensorType};
+use num_traits::ToPrimitive;
+
+use crate::tensor::{Array, DType, Element, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OneHot {
@@ -27,6 +29,25 @@ pub(crate) fn checked_index(i: i64, position: usize, rows: usize) -> Result<usiz
     }
 }
 
+/// Integer indices given as exact rationals (the rational interpreter holds every operand as
+/// a rational); a fraction or a value outside i64 is a domain error naming its position.
+pub(crate) fn rational_indices(a: &RArray) -> Result<Array<i64>, KernelError> {
+    let idx = a
+        .data()
+        .iter()
+        .enumerate()
+        .map(|(n, r)| {
+            r.is_integer()
+                .then(|| r.to_integer().to_i64())
+                .flatten()
+                .ok_or_else(|| {
+                    KernelError::Domain(format!("index {r} at position {n} is not an integer"))
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Array::new(a.shape().clone(), idx).expect("same element count"))
+}
+
 /// An integer operand, as `what` (for messages).
 pub(crate) fn index_operand(inputs: &[TensorType], i: usize) -> Result<(), TypeError> {
     if inputs[i].dtype == DType::I64 {
@@ -40,7 +61,7 @@ pub(crate) fn index_operand(inputs: &[TensorType], i: usize) -> Result<(), TypeE
     }
 }
 
-fn encode<T: Float>(idx: &[i64], classes: usize) -> Result<Vec<T>, KernelError> {
+fn encode<T: Element>(idx: &[i64], classes: usize) -> Result<Vec<T>, KernelError> {
     let mut out = vec![T::zero(); idx.len() * classes];
     for (n, &i) in idx.iter().enumerate() {
         out[n * classes + checked_index(i, n, classes)?] = T::one();
@@ -89,6 +110,15 @@ impl Primitive for OneHot {
             DType::I64 => return Err(KernelError::Unsupported("one_hot to i64".to_string())),
         };
         t.map_err(|e| KernelError::Unsupported(e.to_string()))
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        Some((|| {
+            let idx = rational_indices(x[0])?;
+            let mut dims = idx.dims().to_vec();
+            dims.push(self.classes);
+            let rows = encode(idx.data(), self.classes)?;
+            Ok(Array::new(dims, rows).expect("one row per index"))
+        })())
     }
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0

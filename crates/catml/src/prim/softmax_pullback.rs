@@ -19,7 +19,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::tensor::kernels::split_at_axis;
-use crate::tensor::{Array, Float, Tensor, TensorType};
+use crate::tensor::{rational_from_f64, Array, Element, Float, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SoftmaxPullback {
@@ -76,6 +76,24 @@ impl FloatKernel for SoftmaxPullback {
     }
 }
 
+/// The same map over any ring, one (outer, inner) line along the axis at a time (the exact
+/// evaluation; the float kernel above is this with blocking and threads).
+fn exact<T: Element>(y: &Array<T>, v: &Array<T>, axis: usize, c: T) -> Array<T> {
+    let (outer, len, inner) = split_at_axis(y.dims(), axis);
+    let (yd, vd) = (y.data(), v.data());
+    let mut out = vec![T::zero(); yd.len()];
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * len + j) * inner + i;
+            let s = (0..len).fold(T::zero(), |s, j| s + yd[at(j)].clone() * vd[at(j)].clone());
+            for j in 0..len {
+                out[at(j)] = c.clone() * yd[at(j)].clone() * (vd[at(j)].clone() - s.clone());
+            }
+        }
+    }
+    Array::new(y.shape().clone(), out).expect("same shape")
+}
+
 /// sum_axis(a b), broadcast back.
 fn row_dot(b: &mut Builder, x: Var, y: Var, axis: usize) -> Result<Var, TypeError> {
     let ty = b.ty(x).clone();
@@ -122,6 +140,10 @@ impl Primitive for SoftmaxPullback {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        let c = rational_from_f64(self.scale).expect("the type rule admits finite scales only");
+        Some(Ok(exact(x[0], x[1], self.axis, c)))
     }
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         5 * inputs[0].numel() as u64

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use super::dispatch::{arity, float_operand};
 use super::matmul::MatMul;
-use super::one_hot::{checked_index, index_operand};
+use super::one_hot::{checked_index, index_operand, rational_indices};
 use super::Ops;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
-use crate::tensor::{Array, DType, Element, Tensor, TensorType};
+use crate::tensor::{Array, DType, Element, RArray, Tensor, TensorType};
 
 /// (float operand, i64 indices) from a node's operands.
 fn operands<'a>(x: &[&'a Tensor]) -> Result<(&'a Tensor, &'a Array<i64>), KernelError> {
@@ -87,6 +87,9 @@ impl Primitive for Take {
         let mut dims = inputs[1].dims().to_vec();
         dims.push(inputs[0].dims()[1]);
         Ok(TensorType::new(inputs[0].dtype, dims))
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        Some(rational_indices(x[1]).and_then(|idx| take_rows(x[0], &idx)))
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         let (table, idx) = operands(x)?;
@@ -163,6 +166,9 @@ impl Primitive for ScatterRows {
             ));
         }
         Ok(TensorType::new(u.dtype, [self.rows, u.dims()[idx.rank()]]))
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        Some(rational_indices(x[1]).and_then(|idx| scatter(x[0], &idx, self.rows)))
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         let (u, idx) = operands(x)?;
