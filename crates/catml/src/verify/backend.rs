@@ -21,7 +21,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::budgets::{budget, signed_operand, terms, Budget, Site, U32};
+use super::budgets::{budget, signed_operand, terms, Budget, Site, ETA32, U32};
 use super::generate::{generate, random_inputs, GenConfig};
 use super::numeric::{flat, max_abs};
 use super::rewrites::with_all_values;
@@ -180,13 +180,16 @@ fn local_errors(
         // Per element budget, with 2^-40 |y| for the reference's own rounding.
         let allowed: Option<Vec<f64>> = match b {
             Budget::Exact => Some(vec![0.0; y64.len()]),
-            Budget::Relative(c) => Some(y64.iter().map(|y| c * U32 * y.abs()).collect()),
+            // Each rounding of a product or quotient may also underflow by ETA32.
+            Budget::Relative(c) => {
+                Some(y64.iter().map(|y| c * U32 * y.abs() + c * ETA32).collect())
+            }
             Budget::Sum(extra) => {
                 let k = (terms(&site) + extra) as f64;
                 let gamma = k * U32 / (1.0 - k * U32);
                 interp::eval(&p64, &abs64)
                     .ok()
-                    .map(|s| flat(&s).iter().map(|s| gamma * s).collect())
+                    .map(|s| flat(&s).iter().map(|s| gamma * s + k * ETA32).collect())
             }
             Budget::Formula(f, _) => Some(f(&site)),
             Budget::Measured => None,
@@ -195,9 +198,11 @@ fn local_errors(
         s.instances += 1;
         s.budget = match b {
             Budget::Exact => "exact".to_string(),
-            Budget::Relative(c) => format!("{c} u |y| per element"),
-            Budget::Sum(0) => "gamma_k times the primitive on absolute values".to_string(),
-            Budget::Sum(e) => format!("gamma_(k+{e}) times the primitive on absolute values"),
+            Budget::Relative(c) => format!("{c} (u |y| + eta) per element"),
+            Budget::Sum(0) => "gamma_k S + k eta, S the primitive on absolute values".to_string(),
+            Budget::Sum(e) => {
+                format!("gamma_(k+{e}) S + (k+{e}) eta, S the primitive on absolute values")
+            }
             Budget::Formula(_, text) => text.to_string(),
             Budget::Measured => "measured only".to_string(),
         };

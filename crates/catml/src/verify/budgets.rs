@@ -1,11 +1,17 @@
 //! The per-primitive local error budgets of the backend simulation: |ŷ - y| per element for a
 //! primitive run in f32 (ŷ) against the f64 reference on the same operands (y), with
-//! u = 2^-24 and γ_c = cu/(1 - cu). Library exponentials and logarithms are within 8u (the
-//! f32 slice exponential of the softmax kernels is within 2^-22 = 4u).
+//! u = 2^-24, γ_c = cu/(1 - cu) and η = 2^-150 for underflow. Library exponentials and
+//! logarithms are within 8u (the f32 slice exponential of the softmax kernels is within
+//! 2^-22 = 4u).
 
 use crate::ir::Node;
 
 pub(super) const U32: f64 = f32::EPSILON as f64 / 2.0;
+
+/// The underflow term of the standard model with gradual underflow, fl(a op b) =
+/// (a op b)(1 + δ) + η with |η| <= 2^-150 (half the smallest f32 subnormal; sums of subnormals
+/// are exact, products and quotients are not).
+pub(super) const ETA32: f64 = f32::from_bits(1) as f64 / 2.0;
 
 /// Operands and reference output of one instance, widened to f64.
 pub(super) struct Site<'a> {
@@ -21,10 +27,10 @@ type Formula = fn(&Site) -> Vec<f64>;
 #[derive(Clone, Copy)]
 pub(super) enum Budget {
     Exact,
-    /// |ŷ - y| <= c·u·|y| per element.
+    /// |ŷ - y| <= c (u|y| + η) per element.
     Relative(f64),
-    /// |ŷ - y| <= γ_{k + extra} S per element, k the terms per output element and S the
-    /// primitive on absolute values.
+    /// |ŷ - y| <= γ_{k + extra} S + (k + extra) η per element, k the terms per output element
+    /// and S the primitive on absolute values.
     Sum(usize),
     /// A per-instance formula of the operands and the reference.
     Formula(Formula, &'static str),

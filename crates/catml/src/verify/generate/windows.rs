@@ -264,11 +264,19 @@ pub(super) fn gen_max_pool2d(g: &mut Gen) -> Result<Val, GenError> {
     g.same(x.range, |b| b.max_pool2d(x.var, a))
 }
 
+/// The argmax source of the max-pool helpers: a grid constant (1/256 steps in [-1, 1]), so
+/// the lowering's running maximum m + relu(x - m) is exact and finds the kernel's argmax; a
+/// near-tie within rounding would flip it.
+fn argmax_source(g: &mut Gen, like: Val) -> Result<Val, GenError> {
+    let ty = g.ty(like);
+    g.constant_of(&ty)
+}
+
 /// v at each window's first maximum of x: one of v's elements.
 pub(super) fn gen_max_pool2d_select(g: &mut Gen) -> Result<Val, GenError> {
-    let x = g.nchw(64.0)?;
+    let v = g.nchw(64.0)?;
+    let x = argmax_source(g, v)?;
     let a = g.pool_attrs(x, true);
-    let v = g.partner(x)?;
     let var = g.apply(
         Arc::new(prim::MaxPool2dSelect { attrs: a }),
         &[x.var, v.var],
@@ -281,7 +289,8 @@ pub(super) fn gen_max_pool2d_select(g: &mut Gen) -> Result<Val, GenError> {
 
 /// u scattered to each window's first maximum of x: at most kH kW terms meet.
 pub(super) fn gen_max_pool2d_scatter(g: &mut Gen) -> Result<Val, GenError> {
-    let x = g.nchw(64.0)?;
+    let like = g.nchw(64.0)?;
+    let x = argmax_source(g, like)?;
     let a = g.pool_attrs(x, true);
     let xty = g.ty(x);
     let u = g.weight(&TensorType::new(xty.dtype, a_out(&a, &xty)))?;
