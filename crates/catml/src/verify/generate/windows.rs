@@ -68,7 +68,8 @@ impl Gen<'_> {
         }
     }
 
-    /// A convolution of a pooled value with rank-`rank` spatial dims: (x, w, attrs, out type).
+    /// A convolution of a pooled value with `rank` spatial dims: x, the weight's type and the
+    /// attributes (groups divide C, O = groups or 2 groups).
     fn conv_setup(&mut self, rank: usize) -> Result<(Val, TensorType, ConvSpec), GenError> {
         let x = self.pick();
         let x = self.moderate(x, 2.0)?;
