@@ -446,3 +446,48 @@ fn linear_and_transposed_matmul_lower_to_the_core_fragment() {
     let checked = check(&p, &xs, 0, TOL);
     assert!(catml::transform::outside_core(&checked.lowered).is_empty());
 }
+
+/// Exact rationals of these f64 values.
+fn rationals(dims: &[usize], values: &[f64]) -> catml::tensor::RArray {
+    let data = values
+        .iter()
+        .map(|&v| catml::tensor::rational_from_f64(v).unwrap())
+        .collect();
+    catml::tensor::RArray::new(dims.to_vec(), data).unwrap()
+}
+
+/// The program, its lowering, and both evaluated over rationals.
+fn rational_pair(
+    p: &Program,
+    x: &[catml::tensor::RArray],
+) -> (Vec<catml::tensor::RArray>, Vec<catml::tensor::RArray>) {
+    let low = catml::transform::lower(p).unwrap();
+    let a = catml::interp::eval_rational(p, x).unwrap();
+    let b = catml::interp::eval_rational(&low, x).unwrap();
+    (a, b)
+}
+
+#[test]
+fn mean_lowerings_divide_exactly_over_rationals() {
+    // Counts 3 and 3·3 = 9: 1/n is not a binary fraction, so a rounded constant 1/n differs.
+    let mut b = Builder::new();
+    let x = input(&mut b, "x", f64s(&[3]));
+    let y = input(&mut b, "y", f64s(&[3]));
+    let m = b.mse(x, y).unwrap();
+    let p = b.finish(&[m]).unwrap();
+    let args = [
+        rationals(&[3], &[1.0, 0.5, -2.0]),
+        rationals(&[3], &[0.0, 0.25, 1.0]),
+    ];
+    let (a, l) = rational_pair(&p, &args);
+    assert_eq!(a, l, "mse");
+
+    let mut b = Builder::new();
+    let x = input(&mut b, "x", f64s(&[1, 1, 3, 3]));
+    let attrs = catml::prim::Pool2dAttrs::new([3, 3]);
+    let m = b.avg_pool2d(x, attrs).unwrap();
+    let p = b.finish(&[m]).unwrap();
+    let values: Vec<f64> = (0..9).map(|i| i as f64 / 4.0).collect();
+    let (a, l) = rational_pair(&p, &[rationals(&[1, 1, 3, 3], &values)]);
+    assert_eq!(a, l, "avg_pool2d");
+}

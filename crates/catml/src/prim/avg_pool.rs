@@ -95,12 +95,12 @@ impl Primitive for AvgPool2d {
             input_size: [d[2], d[3]],
         };
         let spread = b.apply(Arc::new(t), &[u])?;
-        Ok(vec![Some(b.scale(spread, self.scale())?)])
+        Ok(vec![Some(b.div_count(spread, self.attrs.window())?)])
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some((|| {
             let s = super::pool_lower::sum_pool(b, &self.attrs, x[0])?;
-            b.scale(s, self.scale())
+            b.div_count(s, self.attrs.window())
         })())
     }
 }

@@ -36,7 +36,7 @@ fn gradient(b: &mut Builder, z: Var, labels: Var) -> Result<Var, TypeError> {
     let p = b.softmax(z, 1)?;
     let o = b.one_hot(labels, classes, t.dtype)?;
     let g = b.sub(p, o)?;
-    b.scale(g, 1.0 / batch as f64)
+    b.div_count(g, batch)
 }
 
 impl Primitive for CrossEntropy {
@@ -108,7 +108,8 @@ impl Primitive for CrossEntropy {
             let o = b.one_hot(x[1], t.dims()[1], t.dtype)?;
             let picked = b.mul(o, ls)?;
             let total = b.sum(picked, None)?;
-            b.scale(total, -1.0 / t.dims()[0] as f64)
+            let mean = b.div_count(total, t.dims()[0])?;
+            b.neg(mean)
         })())
     }
 }

@@ -90,7 +90,7 @@ fn mean(b: &mut Builder, x: Var, axes: &[usize]) -> Result<Var, TypeError> {
     let ty = b.ty(x).clone();
     let m: usize = axes.iter().map(|&a| ty.dims()[a]).product();
     let s = b.sum(x, Some(axes.to_vec()))?;
-    b.scale(s, 1.0 / m as f64)
+    b.div_count(s, m)
 }
 
 /// The slice means, broadcast back to x's shape.

@@ -295,6 +295,20 @@ pub trait Ops {
         self.mul(x, k)
     }
 
+    /// x / n as x · reciprocal(n): exactly 1/n over rationals, fl(1/n) in floats like
+    /// `scale(x, 1/n)`.
+    fn div_count(&mut self, x: Var, n: usize) -> Result<Var, TypeError> {
+        let ty = self.var_type(x);
+        let c = self.constant(Tensor::scalar(ty.dtype, n as f64))?;
+        let r = self.reciprocal(c)?;
+        let r = if ty.rank() == 0 {
+            r
+        } else {
+            self.broadcast(r, ty.shape.clone(), vec![])?
+        };
+        self.mul(x, r)
+    }
+
     // Composites.
 
     /// Max over `axes` (all axes if `None`); ties share the derivative equally.

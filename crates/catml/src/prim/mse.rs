@@ -27,7 +27,8 @@ fn mean_square<T: Float>(a: &Array<T>, b: &Array<T>) -> Array<T> {
 fn gradient(b: &mut Builder, x: &[Var]) -> Result<Var, TypeError> {
     let n = b.ty(x[0]).numel();
     let d = b.sub(x[0], x[1])?;
-    b.scale(d, 2.0 / n as f64)
+    let d2 = b.scale(d, 2.0)?;
+    b.div_count(d2, n)
 }
 
 impl Primitive for Mse {
@@ -92,7 +93,7 @@ impl Primitive for Mse {
             let d = b.sub(x[0], x[1])?;
             let d2 = b.mul(d, d)?;
             let s = b.sum(d2, None)?;
-            b.scale(s, 1.0 / n as f64)
+            b.div_count(s, n)
         })())
     }
 }

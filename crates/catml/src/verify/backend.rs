@@ -1,16 +1,11 @@
 //! Backend simulation (003 §5): f32 as a backend for the f64 reference.
 //!
 //! Local error budgets. Every node of generated programs is re-run alone on its actual operands
-//! rounded to f32, in f32 (ŷ) and in f64 (y, the reference on the same inputs). Each primitive
-//! states its budget, per element, with u = 2^-24:
-//! - structural maps (reshape, permute, gather, broadcast, concat, neg, relu, step,
-//!   stop_gradient): exact, |ŷ - y| = 0;
-//! - add, sub, mul, reciprocal (correctly rounded in f32): |ŷ - y| <= u|y|; rsqrt: 2u|y|;
-//! - exp, log, tanh, sigmoid (library functions): 8u|y|;
-//! - sums of k terms (sum, scatter_add, matmul over k, linear over k + 1): |ŷ - y| <= γ_k S with
-//!   γ_k = ku/(1 - ku) and S the same primitive on the operands' absolute values
-//!   (|A||B| for matmul), valid for any order of summation;
-//! - other primitives (composites added later): measured, no stated budget yet.
+//! rounded to f32, in f32 (ŷ) and in f64 (y, the reference on the same inputs); each primitive
+//! states its budget per element (`budgets.rs`): exact for structural maps, a few u|y| for
+//! correctly rounded and library functions, γ_k S for sums of k terms (S the primitive on the
+//! operands' absolute values, valid for any order of summation), and a formula of the operands
+//! for the softmax family, attention and the losses.
 //!
 //! Sequential chains (Lemma 5.3). For chains of stages f_1..f_n (matmul by a fixed matrix, bias
 //! add, scaling, tanh, sigmoid, exp) run in f64 (z_i) and in f32 (ẑ_i), with measured local
@@ -26,6 +21,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
+use super::budgets::{budget, signed_operand, terms, Budget, Site, ETA32, U32};
 use super::generate::{generate, random_inputs, GenConfig};
 use super::numeric::{flat, max_abs};
 use super::rewrites::with_all_values;
@@ -34,65 +30,6 @@ use crate::interp;
 use crate::ir::{Builder, InputKind, Node, Program, Var};
 use crate::prim::Ops;
 use crate::tensor::{DType, Tensor, TensorType};
-
-const U32: f64 = f32::EPSILON as f64 / 2.0;
-
-/// A primitive's stated local budget.
-#[derive(Debug, Clone, Copy)]
-enum Budget {
-    Exact,
-    /// |ŷ - y| <= c·u·|y| per element.
-    Relative(f64),
-    /// |ŷ - y| <= γ_k S per element, S the primitive on absolute values.
-    Sum,
-    /// No stated budget.
-    Measured,
-}
-
-fn budget(name: &str) -> Budget {
-    match name {
-        "reshape" | "permute" | "gather" | "broadcast" | "broadcast_rows" | "concat" | "neg"
-        | "relu" | "step" | "stop_gradient" => Budget::Exact,
-        "add" | "sub" | "mul" | "reciprocal" => Budget::Relative(1.0),
-        "rsqrt" => Budget::Relative(2.0),
-        "exp" | "log" | "tanh" | "sigmoid" => Budget::Relative(8.0),
-        "sum" | "scatter_add" | "matmul" | "linear" => Budget::Sum,
-        _ => Budget::Measured,
-    }
-}
-
-/// Terms per output element of a summing primitive (an upper bound).
-fn terms(node: &Node, operands: &[TensorType]) -> usize {
-    match node.prim.name() {
-        "matmul" => {
-            let a = &operands[0];
-            if node
-                .prim
-                .attrs()
-                .get("transpose_a")
-                .and_then(|v| v.as_bool())
-                == Some(true)
-            {
-                a.dims()[0]
-            } else {
-                a.dims()[1]
-            }
-        }
-        "linear" => operands[1].dims()[1] + 1,
-        // scatter_add along an axis of length n into `size` slots: at most n terms meet.
-        "scatter_add" => {
-            let size = node
-                .prim
-                .attrs()
-                .get("size")
-                .and_then(|v| v.as_u64())
-                .unwrap_or(1) as usize;
-            (operands[0].numel() * size / node.ty.numel().max(1)).max(1)
-        }
-        // sum: the reduced elements.
-        _ => (operands[0].numel() / node.ty.numel().max(1)).max(1),
-    }
-}
 
 #[derive(Default, Serialize)]
 struct PrimStats {
@@ -162,7 +99,11 @@ fn single(node: &Node, types: &[TensorType]) -> Option<Program> {
     b.finish(&[y]).ok()
 }
 
+/// A float tensor in `dtype` with `f` applied; integer operands (indices) pass unchanged.
 fn as_dtype(t: &Tensor, dtype: DType, f: impl Fn(f64) -> f64) -> Tensor {
+    if !t.dtype().is_float() {
+        return t.clone();
+    }
     let data = t.to_f64_vec().into_iter().map(f).collect();
     Tensor::from_f64s(dtype, t.shape().clone(), data).expect("same shape")
 }
@@ -197,7 +138,14 @@ fn local_errors(
             .collect();
         let abs64: Vec<Tensor> = ops64
             .iter()
-            .map(|o| as_dtype(o, DType::F64, f64::abs))
+            .enumerate()
+            .map(|(i, o)| {
+                if signed_operand(name, i) {
+                    o.clone()
+                } else {
+                    as_dtype(o, DType::F64, f64::abs)
+                }
+            })
             .collect();
         let types = |ts: &[Tensor]| ts.iter().map(Tensor::ty).collect::<Vec<_>>();
         let (Some(p32), Some(p64)) = (single(n, &types(&ops32)), single(n, &types(&ops64))) else {
@@ -222,26 +170,40 @@ fn local_errors(
         } else {
             max_abs(&err) / norm
         };
+        let site = Site {
+            node: n,
+            dims: ops64.iter().map(|o| o.shape().dims().to_vec()).collect(),
+            ops: ops64.iter().map(Tensor::to_f64_vec).collect(),
+            y: &y64,
+        };
         let b = budget(name);
         // Per element budget, with 2^-40 |y| for the reference's own rounding.
         let allowed: Option<Vec<f64>> = match b {
             Budget::Exact => Some(vec![0.0; y64.len()]),
-            Budget::Relative(c) => Some(y64.iter().map(|y| c * U32 * y.abs()).collect()),
-            Budget::Sum => {
-                let k_terms = terms(n, &types(&ops64)) as f64;
-                let gamma = k_terms * U32 / (1.0 - k_terms * U32);
+            // Each rounding of a product or quotient may also underflow by ETA32.
+            Budget::Relative(c) => {
+                Some(y64.iter().map(|y| c * U32 * y.abs() + c * ETA32).collect())
+            }
+            Budget::Sum(extra) => {
+                let k = (terms(&site) + extra) as f64;
+                let gamma = k * U32 / (1.0 - k * U32);
                 interp::eval(&p64, &abs64)
                     .ok()
-                    .map(|s| flat(&s).iter().map(|s| gamma * s).collect())
+                    .map(|s| flat(&s).iter().map(|s| gamma * s + k * ETA32).collect())
             }
+            Budget::Formula(f, _) => Some(f(&site)),
             Budget::Measured => None,
         };
         let s = stats.entry(name.to_string()).or_default();
         s.instances += 1;
         s.budget = match b {
             Budget::Exact => "exact".to_string(),
-            Budget::Relative(c) => format!("{c} u |y| per element"),
-            Budget::Sum => "gamma_k times the primitive on absolute values".to_string(),
+            Budget::Relative(c) => format!("{c} (u |y| + eta) per element"),
+            Budget::Sum(0) => "gamma_k S + k eta, S the primitive on absolute values".to_string(),
+            Budget::Sum(e) => {
+                format!("gamma_(k+{e}) S + (k+{e}) eta, S the primitive on absolute values")
+            }
+            Budget::Formula(_, text) => text.to_string(),
             Budget::Measured => "measured only".to_string(),
         };
         s.max_rel_error_u = s.max_rel_error_u.max(rel / U32);

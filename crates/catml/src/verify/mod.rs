@@ -22,6 +22,7 @@
 //! seed gives one results file apart from the wall times.
 
 mod backend;
+mod budgets;
 mod edge;
 mod gathers;
 pub mod generate;

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use rand::RngExt;
 
+use super::composites::*;
+use super::windows::*;
 use super::{Gen, GenError, Interval, Val};
 use crate::ir::Var;
 use crate::prim::{self, Ops};
@@ -59,7 +61,41 @@ pub const ENTRIES: &[Entry] = &[
     entry("convert", false, true, 1, gen_convert),
     entry("linear", true, true, 2, gen_linear),
     entry("stop_gradient", false, true, 1, gen_stop_gradient),
-    // New primitives: entry("conv", true, true, 2, gen_conv), ...
+    // Composites: windows (generate/windows.rs).
+    entry("conv1d", true, true, 1, gen_conv1d),
+    entry("conv2d", true, true, 2, gen_conv2d),
+    entry("conv1d_input_grad", true, true, 1, gen_conv1d_input_grad),
+    entry("conv2d_input_grad", true, true, 1, gen_conv2d_input_grad),
+    entry("conv1d_weight_grad", true, true, 1, gen_conv1d_weight_grad),
+    entry("conv2d_weight_grad", true, true, 1, gen_conv2d_weight_grad),
+    entry("sum_pool2d", true, true, 1, gen_sum_pool2d),
+    entry(
+        "sum_pool2d_transpose",
+        true,
+        true,
+        1,
+        gen_sum_pool2d_transpose,
+    ),
+    entry("avg_pool2d", true, true, 1, gen_avg_pool2d),
+    entry("max_pool2d", false, true, 1, gen_max_pool2d),
+    entry("max_pool2d_select", false, true, 1, gen_max_pool2d_select),
+    entry("max_pool2d_scatter", false, true, 1, gen_max_pool2d_scatter),
+    // Composites: the rest (generate/composites.rs).
+    entry("reduce_max", false, true, 1, gen_reduce_max),
+    entry("max_weights", false, true, 1, gen_max_weights),
+    entry("softmax", true, false, 2, gen_softmax),
+    entry("log_softmax", true, false, 1, gen_log_softmax),
+    entry("softmax_pullback", true, false, 1, gen_softmax_pullback),
+    entry("masked_softmax", true, false, 1, gen_masked_softmax),
+    entry("batch_matmul", true, false, 2, gen_batch_matmul),
+    entry("attention_probs", true, false, 1, gen_attention_probs),
+    entry("sdpa", true, false, 1, gen_sdpa),
+    entry("layer_norm", true, false, 1, gen_layer_norm),
+    entry("cross_entropy", true, false, 1, gen_cross_entropy),
+    entry("mse", true, true, 1, gen_mse),
+    entry("take", true, false, 1, gen_take),
+    entry("scatter_rows", true, false, 1, gen_scatter_rows),
+    entry("one_hot", true, false, 1, gen_one_hot),
 ];
 
 const fn entry(

@@ -216,7 +216,9 @@ pub struct Val {
     pub range: Interval,
 }
 
+mod composites;
 mod entries;
+mod windows;
 
 pub use entries::{Entry, ENTRIES};
 
