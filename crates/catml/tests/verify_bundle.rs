@@ -148,3 +148,37 @@ fn consistent_but_wrong_rules_pass_the_pairing_and_fail_the_directional_check() 
         r.failure_examples
     );
 }
+
+#[test]
+fn every_generator_row_says_truly_whether_its_primitive_is_rational() {
+    use catml::tensor::{RArray, Rational};
+    use catml::verify::generate::{generate, GenConfig, ENTRIES};
+    for e in ENTRIES {
+        let cfg = GenConfig::default().with_prims(&[e.name]);
+        let p = (0..20)
+            .filter_map(|seed| generate(&cfg, seed).ok())
+            .find(|p| p.nodes().iter().any(|n| n.prim.name() == e.name))
+            .unwrap_or_else(|| panic!("{}: no generated program applies it", e.name));
+        let n = p.nodes().iter().find(|n| n.prim.name() == e.name).unwrap();
+        // Ones of the operands' shapes: whether a rational kernel exists, not its domain.
+        let ones: Vec<RArray> = n
+            .operands
+            .iter()
+            .map(|o| {
+                let ty = p.ty(*o);
+                RArray::new(
+                    ty.dims().to_vec(),
+                    vec![Rational::from_integer(1.into()); ty.numel()],
+                )
+                .unwrap()
+            })
+            .collect();
+        let refs: Vec<&RArray> = ones.iter().collect();
+        let has = n.prim.eval_rational(&refs).is_some();
+        assert_eq!(
+            has, e.rational,
+            "{}: the row says rational = {}",
+            e.name, e.rational
+        );
+    }
+}

@@ -85,17 +85,17 @@ pub const ENTRIES: &[Entry] = &[
     entry("max_weights", false, true, 1, gen_max_weights),
     entry("softmax", true, false, 2, gen_softmax),
     entry("log_softmax", true, false, 1, gen_log_softmax),
-    entry("softmax_pullback", true, false, 1, gen_softmax_pullback),
+    entry("softmax_pullback", true, true, 1, gen_softmax_pullback),
     entry("masked_softmax", true, false, 1, gen_masked_softmax),
-    entry("batch_matmul", true, false, 2, gen_batch_matmul),
+    entry("batch_matmul", true, true, 2, gen_batch_matmul),
     entry("attention_probs", true, false, 1, gen_attention_probs),
     entry("sdpa", true, false, 1, gen_sdpa),
     entry("layer_norm", true, false, 1, gen_layer_norm),
     entry("cross_entropy", true, false, 1, gen_cross_entropy),
     entry("mse", true, true, 1, gen_mse),
-    entry("take", true, false, 1, gen_take),
-    entry("scatter_rows", true, false, 1, gen_scatter_rows),
-    entry("one_hot", true, false, 1, gen_one_hot),
+    entry("take", true, true, 1, gen_take),
+    entry("scatter_rows", true, true, 1, gen_scatter_rows),
+    entry("one_hot", true, true, 1, gen_one_hot),
 ];
 
 const fn entry(
