@@ -621,7 +621,7 @@ impl Gen<'_> {
         })
     }
 
-    /// `x` with rank at least one (a scalar becomes shape [1]).
+    /// `x` with rank at least one (a scalar becomes shape `[1]`).
     pub fn ranked(&mut self, x: Val) -> Result<Val, GenError> {
         if self.ty(x).rank() > 0 {
             return Ok(x);
