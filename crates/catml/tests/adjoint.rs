@@ -305,6 +305,9 @@ fn composite_cases() -> Vec<Case> {
         case("softmax_pullback", &[&[2, 3], &[2, 3]], Any, |b, x| {
             b.softmax_pullback(x[0], x[1], 1, 0.5)
         }),
+        case("tanh_pullback", &[&[2, 3], &[2, 3]], Any, |b, x| {
+            b.tanh_pullback(x[0], x[1])
+        }),
         case("masked_softmax causal", &[&[1, 2, 2, 3]], Any, |b, x| {
             b.masked_softmax(x[0], AttentionMask::causal(), 0.5)
         }),

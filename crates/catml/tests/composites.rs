@@ -93,6 +93,25 @@ fn softmax_pullback_matches_its_lowering() {
 }
 
 #[test]
+fn tanh_pullback_matches_its_lowering() {
+    for seed in 0..6 {
+        let mut r = rng(1150 + seed);
+        let rank = r.random_range(0..=3);
+        let d = dims(&mut r, rank, 4);
+        let mut b = Builder::new();
+        let y = input(&mut b, "y", f64s(&d));
+        let u = input(&mut b, "u", f64s(&d));
+        let out = b.tanh_pullback(y, u).unwrap();
+        let p = b.finish(&[out]).unwrap();
+        let xs = [
+            random(&mut r, &f64s(&d), 1.0),
+            random(&mut r, &f64s(&d), 2.0),
+        ];
+        check(&p, &xs, seed, TOL);
+    }
+}
+
+#[test]
 fn reduce_max_rules_hold_away_from_ties() {
     for seed in 0..6 {
         let mut r = rng(100 + seed);

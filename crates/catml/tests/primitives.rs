@@ -441,6 +441,7 @@ const COMPOSITES: &[&str] = &[
     "sum_pool2d",
     "sum_pool2d_transpose",
     "take",
+    "tanh_pullback",
 ];
 
 #[test]

@@ -174,6 +174,7 @@ fn composite_nodes(b: &mut Builder, x: Var, w: Var) -> Vec<Var> {
         b.reduce_max(x, Some(vec![1])).unwrap(),
         b.max_weights(x, None).unwrap(),
         b.softmax_pullback(x, x, 1, 0.5).unwrap(),
+        b.tanh_pullback(x, x).unwrap(),
         b.masked_softmax(q, causal.clone(), 0.5).unwrap(),
         b.batch_matmul(x3, x3, false, true).unwrap(),
         b.attention_probs(q, q, lengths).unwrap(),

@@ -48,6 +48,7 @@ mod slices;
 mod softmax;
 mod softmax_pullback;
 mod take;
+mod tanh_pullback;
 
 use std::sync::{Arc, OnceLock};
 
@@ -85,6 +86,7 @@ pub use sdpa::Sdpa;
 pub use softmax::{LogSoftmax, Softmax};
 pub use softmax_pullback::SoftmaxPullback;
 pub use take::{ScatterRows, Take};
+pub use tanh_pullback::TanhPullback;
 
 use crate::ir::{AttrReader, Attrs, Builder, Prim, Registry, TypeError, Var};
 use crate::tensor::{DType, Shape, Tensor, TensorType};
@@ -133,6 +135,7 @@ fn register_composites(r: &mut Registry) {
     softmax::register(r);
     softmax_pullback::register(r);
     take::register(r);
+    tanh_pullback::register(r);
 }
 
 /// The built-in registry, made once.
@@ -334,6 +337,10 @@ pub trait Ops {
         scale: f64,
     ) -> Result<Var, TypeError> {
         self.op(Arc::new(SoftmaxPullback { axis, scale }), &[y, v])
+    }
+    /// u (1 - y²): the derivative of y = tanh x applied to u.
+    fn tanh_pullback(&mut self, y: Var, u: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(TanhPullback), &[y, u])
     }
     /// Softmax of `scale` times (B, H, Tq, Tk) scores over each query row's allowed keys.
     fn masked_softmax(

@@ -79,6 +79,10 @@ pub(super) fn budget(name: &str) -> Budget {
             softmax_pullback,
             "|c y_i| gamma_n n max|y| max|v| (1 + gamma_3) + gamma_3 |out_i|",
         ),
+        "tanh_pullback" => Budget::Formula(
+            tanh_pullback,
+            "gamma_3 |u| (|1 - y^2| + y^2) + 2 (|u| + 1) eta",
+        ),
         "cross_entropy" => Budget::Formula(
             cross_entropy,
             "gamma_c (1 + |y|), c = 2D + M + n + 8 + 10 ln n",
@@ -192,6 +196,19 @@ fn softmax_pullback(s: &Site) -> Vec<f64> {
         .iter()
         .zip(s.y)
         .map(|(yi, out)| c * yi.abs() * dot + gamma(3.0) * out.abs())
+        .collect()
+}
+
+/// fl(u fl(1 - fl(y y))): the error u [(1 - y²)(δ2 + δ3 + δ2 δ3) - y² δ1 (1 + δ2)(1 + δ3)] is
+/// within γ_3 |u| (|1 - y²| + y²); the square's underflow η reaches the result times |u|, the
+/// last product's as η, each at most doubled by the later roundings.
+fn tanh_pullback(s: &Site) -> Vec<f64> {
+    s.ops[0]
+        .iter()
+        .zip(&s.ops[1])
+        .map(|(y, u)| {
+            gamma(3.0) * u.abs() * ((1.0 - y * y).abs() + y * y) + 2.0 * (u.abs() + 1.0) * ETA32
+        })
         .collect()
 }
 

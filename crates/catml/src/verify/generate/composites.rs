@@ -112,6 +112,16 @@ pub(super) fn gen_softmax_pullback(g: &mut Gen) -> Result<Val, GenError> {
     g.same(r, |b| b.softmax_pullback(y, v.var, axis, c))
 }
 
+pub(super) fn gen_tanh_pullback(g: &mut Gen) -> Result<Val, GenError> {
+    let x = g.pick();
+    let y = g.op(|b| b.tanh(x.var))?;
+    let u = g.partner(x)?;
+    let u = g.moderate(u, 8.0)?;
+    // |y| <= 1, so 0 <= 1 - y² <= 1.
+    let r = Interval::symmetric(u.range.mag());
+    g.same(r, |b| b.tanh_pullback(y, u.var))
+}
+
 pub(super) fn gen_masked_softmax(g: &mut Gen) -> Result<Val, GenError> {
     let x = g.pick();
     let x = g.moderate(x, 8.0)?;

@@ -86,6 +86,7 @@ pub const ENTRIES: &[Entry] = &[
     entry("softmax", true, false, 2, gen_softmax),
     entry("log_softmax", true, false, 1, gen_log_softmax),
     entry("softmax_pullback", true, true, 1, gen_softmax_pullback),
+    entry("tanh_pullback", true, true, 1, gen_tanh_pullback),
     entry("masked_softmax", true, false, 1, gen_masked_softmax),
     entry("batch_matmul", true, true, 2, gen_batch_matmul),
     entry("attention_probs", true, false, 1, gen_attention_probs),
