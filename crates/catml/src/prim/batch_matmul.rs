@@ -71,9 +71,14 @@ impl BatchMatMul {
 }
 
 impl BatchMatMul {
-    /// The exact product slice by slice, for any ring.
-    fn exact<T: Element>(&self, a: &Array<T>, b: &Array<T>) -> Array<T> {
-        let s = self.sizes(a.dims(), b.dims());
+    /// Slice `i` of both operands, each read transposed where its flag says.
+    fn slices<'a, T>(
+        &self,
+        s: &Sizes,
+        a: &'a [T],
+        b: &'a [T],
+        i: usize,
+    ) -> (MatRef<'a, T>, MatRef<'a, T>) {
         let (ar, ac) = if self.transpose_a {
             (s.k, s.m)
         } else {
@@ -84,38 +89,38 @@ impl BatchMatMul {
         } else {
             (s.k, s.n)
         };
+        (
+            Self::slice(a, i, ar, ac, self.transpose_a),
+            Self::slice(b, i, br, bc, self.transpose_b),
+        )
+    }
+
+    /// The result's dims: the batch dims of `a`, then (m, n).
+    fn out_shape(a: &[usize], s: &Sizes) -> Shape {
+        let mut dims = a[..a.len() - 2].to_vec();
+        dims.extend([s.m, s.n]);
+        Shape::new(dims)
+    }
+
+    /// The exact product slice by slice, for any ring.
+    fn exact<T: Element>(&self, a: &Array<T>, b: &Array<T>) -> Array<T> {
+        let s = self.sizes(a.dims(), b.dims());
         let out: Vec<T> = (0..s.batch)
             .flat_map(|i| {
-                let sa = Self::slice(a.data(), i, ar, ac, self.transpose_a);
-                let sb = Self::slice(b.data(), i, br, bc, self.transpose_b);
+                let (sa, sb) = self.slices(&s, a.data(), b.data(), i);
                 matmul_generic(sa, sb)
             })
             .collect();
-        let r = a.dims().len();
-        let mut dims = a.dims()[..r - 2].to_vec();
-        dims.extend([s.m, s.n]);
-        Array::new(Shape::new(dims), out).expect("batch * m * n elements")
+        Array::new(Self::out_shape(a.dims(), &s), out).expect("batch * m * n elements")
     }
 }
 
 impl FloatKernel for BatchMatMul {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let s = self.sizes(x[0].dims(), x[1].dims());
-        let (ad, bd) = (x[0].data(), x[1].data());
-        let (ar, ac) = if self.transpose_a {
-            (s.k, s.m)
-        } else {
-            (s.m, s.k)
-        };
-        let (br, bc) = if self.transpose_b {
-            (s.n, s.k)
-        } else {
-            (s.k, s.n)
-        };
         let mut out = vec![T::zero(); s.batch * s.m * s.n];
         let product = |i: usize, c: &mut [T], serial: bool| {
-            let a = Self::slice(ad, i, ar, ac, self.transpose_a);
-            let b = Self::slice(bd, i, br, bc, self.transpose_b);
+            let (a, b) = self.slices(&s, x[0].data(), x[1].data(), i);
             if serial {
                 gemm_into_serial(c, a, b, false);
             } else {
@@ -132,10 +137,7 @@ impl FloatKernel for BatchMatMul {
                 product(i, c, false);
             }
         }
-        let r = x[0].dims().len();
-        let mut dims = x[0].dims()[..r - 2].to_vec();
-        dims.extend([s.m, s.n]);
-        Ok(Array::new(Shape::new(dims), out).expect("batch * m * n elements"))
+        Ok(Array::new(Self::out_shape(x[0].dims(), &s), out).expect("batch * m * n elements"))
     }
 }
 
