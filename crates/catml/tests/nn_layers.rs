@@ -452,3 +452,97 @@ fn a_tag_used_twice_is_reported_at_the_second_use() {
     .unwrap_err();
     assert!(e.to_string().contains("nn_layers.rs"), "{e}");
 }
+
+#[test]
+fn degenerate_layer_settings_are_errors_not_panics() {
+    let x2 = Value::from(Tensor::full(&f64t(&[2, 3]), 0.5));
+    let x3 = Value::from(Tensor::full(&f64t(&[2, 3, 4]), 0.5));
+    let image = Value::from(Tensor::full(&f64t(&[1, 2, 5, 5]), 0.5));
+    let ids = Value::from(Tensor::i64([2], vec![0, 1]).unwrap());
+    let mut rng = seeded(0);
+    let outcomes: Vec<(&str, Value)> = vec![
+        (
+            "linear of a scalar",
+            Linear::new(2).apply(&Value::from(Tensor::scalar(DType::F64, 1.0)), &mut rng, "a"),
+        ),
+        (
+            "conv, zero groups",
+            Conv2d::new(2, [3, 3])
+                .attrs(Conv2dAttrs::default().groups(0))
+                .apply(&image, &mut rng, "b"),
+        ),
+        (
+            "conv, groups not dividing C",
+            Conv2d::new(2, [3, 3])
+                .attrs(Conv2dAttrs::default().groups(3))
+                .apply(&image, &mut rng, "c"),
+        ),
+        (
+            "an embedding table of 2^60 bytes",
+            Embedding::new(1 << 40, 1 << 20).apply(&ids, &mut rng, "big"),
+        ),
+        (
+            "a weight whose element count overflows",
+            Linear::new(usize::MAX).apply(&x2, &mut rng, "huge"),
+        ),
+        (
+            "conv, empty kernel",
+            Conv2d::new(2, [0, 3]).apply(&image, &mut rng, "d"),
+        ),
+        (
+            "conv, kernel larger than the input",
+            Conv2d::new(2, [9, 9]).apply(&image, &mut rng, "e"),
+        ),
+        (
+            "pool, zero stride",
+            Pool2d::max([2, 2]).stride([0, 1]).apply(&image, "f"),
+        ),
+        (
+            "layer norm over no axes",
+            LayerNorm::new().trailing(0).apply(&x2, &mut rng, "g"),
+        ),
+        (
+            "layer norm over more axes than x has",
+            LayerNorm::new().trailing(3).apply(&x2, &mut rng, "h"),
+        ),
+        (
+            "layer norm with eps 0",
+            LayerNorm {
+                eps: 0.0,
+                ..LayerNorm::new()
+            }
+            .apply(&x2, &mut rng, "i"),
+        ),
+        (
+            "embedding of an empty vocabulary",
+            Embedding::new(0, 3).apply(&ids, &mut rng, "j"),
+        ),
+        (
+            "attention with no heads",
+            MultiHeadAttention::new(0, 4).apply(&x3, &mut rng, "k"),
+        ),
+        (
+            "attention of a matrix",
+            MultiHeadAttention::new(1, 4).apply(&x2, &mut rng, "l"),
+        ),
+        (
+            "rnn of a matrix",
+            Rnn::new(2).apply(&x2, &x2, &mut rng, "m").last,
+        ),
+        (
+            "gru with a state of another dtype",
+            Gru::new(2)
+                .apply(
+                    &x3,
+                    &Value::from(Tensor::full(&TensorType::new(DType::F32, [3, 2]), 0.0)),
+                    &mut rng,
+                    "n",
+                )
+                .last,
+        ),
+    ];
+    for (what, v) in outcomes {
+        let e = v.into_tensor().expect_err(what);
+        assert!(e.to_string().contains("nn_layers.rs"), "{what}: {e}");
+    }
+}

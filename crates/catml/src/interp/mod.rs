@@ -15,7 +15,7 @@ mod shape;
 pub use cost::{cost, Cost};
 pub use eval::{
     eval, eval_named, eval_with_report, order_inputs as order_inputs_named, ConventionHit,
-    EvalError, EvalReport,
+    EvalError, EvalReport, MAX_VALUE_BYTES,
 };
 pub use params::{params, ParamCount, ParamInfo};
 pub use rational::{eval_rational, RationalError};

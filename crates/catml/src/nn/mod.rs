@@ -46,8 +46,23 @@ use crate::trace::{OperandTypes, TraceError, Value};
 
 /// A parameter named `name` of type `ty`, drawn from `init` (see [`Value::param`]). The draw
 /// happens in both modes, so eager and traced runs from one seed see the same values.
+///
+/// A shape with a zero dimension (from a layer setting such as groups that do not divide the
+/// channels) or more than [`MAX_VALUE_BYTES`](crate::interp::MAX_VALUE_BYTES) of data is a failed
+/// value naming the caller, before anything is drawn or allocated.
 #[track_caller]
 pub fn param<R: Rng + ?Sized>(name: &str, ty: &TensorType, init: Init, rng: &mut R) -> Value {
+    let fits = ty.shape.checked_numel().is_some_and(|n| {
+        (n as u64).saturating_mul(ty.dtype.size() as u64) <= crate::interp::MAX_VALUE_BYTES
+    });
+    if !fits {
+        let source = crate::ir::BuildError::InvalidShape {
+            name: name.to_string(),
+            ty: ty.clone(),
+        };
+        let location = Location::caller();
+        return Value::failed(TraceError::Build { location, source });
+    }
     Value::param(name, init.sample(ty, rng))
 }
 

@@ -2,11 +2,14 @@
 //! x̂ = (x - mean) / √(var + eps) over the last `axes` axes, then gamma x̂ + beta with
 //! `<tag>.gamma` (ones) and `<tag>.beta` (zeros) of those axes' sizes.
 
+use std::panic::Location;
+
 use rand::Rng;
 
 use super::{param, Init};
+use crate::ir::TypeError;
 use crate::tensor::TensorType;
-use crate::trace::{tag_scope, Value};
+use crate::trace::{tag_scope, OperandTypes, TraceError, Value};
 
 /// Layer normalisation over the last `axes` axes. Parameters: 2 · (product of their sizes)
 /// with the affine transform, none without.
@@ -51,8 +54,23 @@ impl LayerNorm {
             Ok(t) => t,
             Err(e) => return Value::failed(e),
         };
-        // More axes than x has is left for layer_norm's type rule to reject.
-        let first = xt.rank().saturating_sub(self.axes);
+        if self.axes == 0 || self.axes > xt.rank() {
+            return Value::failed(TraceError::Type {
+                location: Location::caller(),
+                op: "layer_norm".to_string(),
+                operands: OperandTypes(vec![xt.clone()]),
+                source: TypeError::attr(
+                    "axes",
+                    format!(
+                        "{} trailing axes of a rank-{} value: expected 1 to {}",
+                        self.axes,
+                        xt.rank(),
+                        xt.rank()
+                    ),
+                ),
+            });
+        }
+        let first = xt.rank() - self.axes;
         let axes: Vec<usize> = (first..xt.rank()).collect();
         // No closures around `param`: they would hide the caller's site from its errors.
         let affine = if self.affine {
