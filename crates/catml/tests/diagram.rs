@@ -424,6 +424,40 @@ fn cross_entropy_terms_have_their_closed_forms() {
 }
 
 #[test]
+fn cross_entropy_terms_stay_finite_for_scores_far_apart() {
+    // Scores 1000 apart: exp of a score minus its row mean would overflow even in f64; the
+    // max-shifted log-softmax gives the exact loss of a confident wrong answer, 2000.
+    let mut d = diagram_with(&[("E", 2), ("D", 2)]);
+    d.arrow(lin("h", "E", "D", (2, 2), &[1.0, 0.0, 0.0, 1.0], &[0.0; 2]))
+        .unwrap();
+    d.supervised(Supervised::new("labels", Path::of(["h"])).loss(Distance::CrossEntropy))
+        .unwrap();
+    d.equation(
+        Equation::new("agree", Path::of(["h"]), Path::of(["h"])).distance(Distance::CrossEntropy),
+    )
+    .unwrap();
+    let z = [1000.0, -1000.0, 0.0, 0.0, -1000.0, 1000.0];
+    let onehot = [0.0, 1.0, 1.0, 0.0, 0.0, 1.0];
+    let batch = batch_of(
+        &[("E", t64(&[B, 2], &z)), ("D", t64(&[B, 2], &onehot))],
+        &["labels", "agree"],
+    );
+    let c = d.compile().unwrap();
+    let losses = c.evaluate(&d.params(), &batch).unwrap();
+    // Rows: -log softmax = 2000, ln 2, 0.
+    assert!(
+        (losses.terms[0].1 - (2000.0 + 2f64.ln())).abs() < 1e-9,
+        "{losses:?}"
+    );
+    // A path against itself: the entropy of each row, 0, ln 2, 0.
+    assert!((losses.terms[1].1 - 2f64.ln()).abs() < 1e-12, "{losses:?}");
+    let (_, grads) = c.gradients(&d.params(), &batch).unwrap();
+    assert!(grads
+        .iter()
+        .all(|(_, g)| g.to_f64_vec().iter().all(|v| v.is_finite())));
+}
+
+#[test]
 fn row_weights_select_and_average_rows() {
     let mut d = diagram_with(&[("E", 1), ("D", 1)]);
     d.arrow(lin("h", "E", "D", (1, 1), &[2.0], &[0.0])).unwrap();

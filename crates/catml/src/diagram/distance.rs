@@ -21,25 +21,9 @@ fn squared_error(b: &mut Builder, x: Var, y: Var) -> Result<Var, TypeError> {
     b.scale(r, 0.5)
 }
 
-/// log softmax over the last axis of [B, K], shifted by the (stopped) row mean first.
-pub(crate) fn log_softmax(b: &mut Builder, z: Var) -> Result<Var, TypeError> {
-    let ty = b.ty(z).clone();
-    let k = ty.dims()[1];
-    let total = b.sum(z, Some(vec![1]))?;
-    let mean = b.scale(total, 1.0 / k as f64)?;
-    let shift = b.broadcast(mean, ty.shape.clone(), vec![0])?;
-    let shift = b.stop_gradient(shift)?;
-    let zc = b.sub(z, shift)?;
-    let e = b.exp(zc)?;
-    let se = b.sum(e, Some(vec![1]))?;
-    let lse = b.log(se)?;
-    let lse = b.broadcast(lse, ty.shape, vec![0])?;
-    b.sub(zc, lse)
-}
-
 /// Row-wise −Σ_j p_j log softmax(z)_j: [B, K] x [B, K] -> [B].
 fn cross_entropy(b: &mut Builder, p: Var, z: Var) -> Result<Var, TypeError> {
-    let lp = log_softmax(b, z)?;
+    let lp = b.log_softmax(z, 1)?;
     let prod = b.mul(p, lp)?;
     let r = b.sum(prod, Some(vec![1]))?;
     b.neg(r)
@@ -55,8 +39,7 @@ pub(crate) fn between_paths(
     match d {
         Distance::SquaredError => squared_error(b, left, right),
         Distance::CrossEntropy => {
-            let lp = log_softmax(b, left)?;
-            let p = b.exp(lp)?;
+            let p = b.softmax(left, 1)?;
             cross_entropy(b, p, right)
         }
     }

@@ -8,9 +8,8 @@ use super::Path;
 /// - `CrossEntropy`: −Σ_j p_j log softmax(z)_j with z the second argument's class scores. In an
 ///   equation p = softmax of the left path's scores (the left path is the reference); in a
 ///   supervised term p is the target data (one-hot labels or any distribution). Both need
-///   per-example rank 1. The log-softmax subtracts the row mean (a constant shift, under a
-///   stop-gradient) before exponentiating, so rows whose largest score exceeds their mean by
-///   less than ~88 (f32) never overflow.
+///   per-example rank 1. The `softmax` and `log_softmax` primitives shift each row by its
+///   (stopped) maximum before exponentiating, so no row overflows, whatever its scores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Distance {
     SquaredError,
