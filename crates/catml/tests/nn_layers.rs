@@ -546,3 +546,25 @@ fn degenerate_layer_settings_are_errors_not_panics() {
         assert!(e.to_string().contains("nn_layers.rs"), "{what}: {e}");
     }
 }
+
+#[test]
+fn a_recurrence_in_a_sequence_starts_from_zeros() {
+    let (steps, batch, width, hidden) = (4, 2, 3, 5);
+    let xt = f64t(&[steps, batch, width]);
+    let xs = random(&mut ChaCha8Rng::seed_from_u64(30), &xt);
+    let net = Sequential::new()
+        .push("gru", Gru::new(hidden))
+        .push("rnn", Rnn::new(hidden));
+    let got = net
+        .apply(&Value::from(xs.clone()), &mut seeded(7), "")
+        .into_tensor()
+        .unwrap();
+    assert_eq!(got.dims(), &[steps, batch, hidden]);
+    let mut rng = seeded(7);
+    let zeros = Value::from(Tensor::full(&f64t(&[batch, hidden]), 0.0));
+    let h = Gru::new(hidden)
+        .apply(&Value::from(xs), &zeros, &mut rng, "gru")
+        .all;
+    let want = Rnn::new(hidden).apply(&h, &zeros, &mut rng, "rnn").all;
+    assert_eq!(got, want.into_tensor().unwrap());
+}

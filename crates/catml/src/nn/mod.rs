@@ -13,7 +13,8 @@
 //! | [`Rnn`] | W_ih (H, D), W_hh (H, H), b (H) | H·D + H² + H |
 //! | [`Gru`] | W_ih (3H, D), W_hh (3H, H), b_ih, b_hh (3H) | 3H·D + 3H² + 6H |
 //!
-//! [`Sequential`] applies [`Layer`]s in order, each under its own tag.
+//! [`Sequential`] applies [`Layer`]s in order, each under its own tag. As layers, [`Rnn`] and
+//! [`Gru`] start from a zero state and give every state.
 
 mod attention;
 mod conv;

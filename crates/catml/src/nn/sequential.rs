@@ -2,7 +2,8 @@
 
 use rand::Rng;
 
-use super::{Conv1d, Conv2d, Embedding, LayerNorm, Linear, MultiHeadAttention, Pool2d};
+use super::{Conv1d, Conv2d, Embedding, Gru, LayerNorm, Linear, MultiHeadAttention, Pool2d, Rnn};
+use crate::tensor::TensorType;
 use crate::trace::{tag_scope, Value};
 
 /// A layer: a function of one value that declares its parameters as `<tag>.<name>` (drawn
@@ -46,6 +47,36 @@ impl Layer for Pool2d {
     #[track_caller]
     fn forward(&self, x: &Value, _rng: &mut dyn Rng, tag: &str) -> Value {
         self.apply(x, tag)
+    }
+}
+
+/// Zeros (B, hidden) for inputs xs (T, B, D): the initial state of a recurrence used as a layer.
+#[track_caller]
+fn zero_state(xs: &Value, hidden: usize) -> Value {
+    match xs.ty() {
+        // A rank below 2 is left for the recurrence's shape check to reject.
+        Ok(t) => {
+            let batch = t.dims().get(1).copied().unwrap_or(1);
+            Value::zeros(&TensorType::new(t.dtype, [batch, hidden]))
+        }
+        Err(e) => Value::failed(e),
+    }
+}
+
+/// As a layer, a recurrence starts from zeros and gives every state (T, B, H), as PyTorch's
+/// `nn.RNN` and `nn.GRU` do.
+impl Layer for Rnn {
+    #[track_caller]
+    fn forward(&self, x: &Value, rng: &mut dyn Rng, tag: &str) -> Value {
+        self.apply(x, &zero_state(x, self.hidden), rng, tag).all
+    }
+}
+
+/// As for [`Rnn`]: zeros first, every state out.
+impl Layer for Gru {
+    #[track_caller]
+    fn forward(&self, x: &Value, rng: &mut dyn Rng, tag: &str) -> Value {
+        self.apply(x, &zero_state(x, self.hidden), rng, tag).all
     }
 }
 
