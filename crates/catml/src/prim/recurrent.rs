@@ -7,8 +7,11 @@
 //!   r = sigmoid(W_ir x + b_ir + W_hr h + b_hr),  z = sigmoid(W_iz x + b_iz + W_hz h + b_hz),
 //!   n = tanh(W_in x + b_in + r (W_hn h + b_hn)),  h' = (1 - z) n + z h = n + z (h - n).
 //!
-//! Inputs are (T, B, D), states (B, H), weights in `linear`'s (out, in) layout. The input
-//! projections of all steps are one `linear` over the (T B, D) rows.
+//! Inputs are (T, B, D), states (B, H), weights in `linear`'s (out, in) layout. Each step
+//! projects its own slice of xs. (One `linear` over all T B rows followed by T row gathers
+//! would make the reverse pass add T cotangents the size of the whole (T B, gates H)
+//! projection, each zero outside one step's rows: O(T² B H) work. Slicing xs costs O(T² B D),
+//! in the cotangent of xs only.)
 
 use std::sync::Arc;
 
@@ -58,16 +61,12 @@ fn sizes(b: &Builder, xs: Var, h0: Var) -> Result<(usize, usize, usize, usize), 
     Ok((d[0], d[1], d[2], ht.dims()[1]))
 }
 
-/// x W^T + bias for every step at once, as (T B, out) rows.
-fn project_inputs(b: &mut Builder, xs: Var, w: Var, bias: Var) -> Result<Var, TypeError> {
+/// Step t's input, (B, D), projected: x_t W^T + bias.
+fn project_step(b: &mut Builder, xs: Var, t: usize, w: Var, bias: Var) -> Result<Var, TypeError> {
     let d = b.ty(xs).dims().to_vec();
-    let rows = b.reshape(xs, [d[0] * d[1], d[2]])?;
-    b.linear(rows, w, bias)
-}
-
-/// Rows t B .. (t+1) B of a (T B, n) matrix: step t.
-fn step_rows(b: &mut Builder, m: Var, t: usize, batch: usize) -> Result<Var, TypeError> {
-    b.gather(m, 0, (t * batch..(t + 1) * batch).collect())
+    let slice = b.gather(xs, 0, vec![t])?;
+    let x_t = b.reshape(slice, [d[1], d[2]])?;
+    b.linear(x_t, w, bias)
 }
 
 /// Columns k H .. (k+1) H: gate k.
@@ -91,12 +90,11 @@ fn stack(b: &mut Builder, states: &[Var]) -> Result<Var, TypeError> {
 
 /// Unrolls the Elman tanh cell over the T steps of `xs`.
 pub fn elman(b: &mut Builder, xs: Var, h0: Var, w: &ElmanWeights) -> Result<Unrolled, TypeError> {
-    let (steps, batch, _, _) = sizes(b, xs, h0)?;
-    let xw = project_inputs(b, xs, w.w_ih, w.b)?;
+    let (steps, _, _, _) = sizes(b, xs, h0)?;
     let mut h = h0;
     let mut states = Vec::with_capacity(steps);
     for t in 0..steps {
-        let xt = step_rows(b, xw, t, batch)?;
+        let xt = project_step(b, xs, t, w.w_ih, w.b)?;
         let hw = b.op(Arc::new(MatMul::new(false, true)), &[h, w.w_hh])?;
         let a = b.add(xt, hw)?;
         h = b.tanh(a)?;
@@ -110,12 +108,11 @@ pub fn elman(b: &mut Builder, xs: Var, h0: Var, w: &ElmanWeights) -> Result<Unro
 
 /// Unrolls the GRU cell over the T steps of `xs`.
 pub fn gru(b: &mut Builder, xs: Var, h0: Var, w: &GruWeights) -> Result<Unrolled, TypeError> {
-    let (steps, batch, _, hidden) = sizes(b, xs, h0)?;
-    let gi = project_inputs(b, xs, w.w_ih, w.b_ih)?;
+    let (steps, _, _, hidden) = sizes(b, xs, h0)?;
     let mut h = h0;
     let mut states = Vec::with_capacity(steps);
     for t in 0..steps {
-        let gi_t = step_rows(b, gi, t, batch)?;
+        let gi_t = project_step(b, xs, t, w.w_ih, w.b_ih)?;
         let gh = b.linear(h, w.w_hh, w.b_hh)?;
         let pre: Vec<Var> = (0..3)
             .map(|k| gate(b, gi_t, k, hidden))
