@@ -248,15 +248,29 @@ pub fn split_at_axis(dims: &[usize], axis: usize) -> (usize, usize, usize) {
     (outer, dims[axis], inner)
 }
 
+/// Maximal runs of consecutive indices, as (position in `indices`, first index, length): the
+/// slices a gather copies (or a scatter adds) as one block of length × inner elements.
+fn runs(indices: &[usize]) -> Vec<(usize, usize, usize)> {
+    let mut out: Vec<(usize, usize, usize)> = Vec::new();
+    for (j, &i) in indices.iter().enumerate() {
+        match out.last_mut() {
+            Some((_, first, n)) if *first + *n == i => *n += 1,
+            _ => out.push((j, i, 1)),
+        }
+    }
+    out
+}
+
 /// Selects `indices` along `axis` (repeats allowed).
 pub fn gather<T: Element>(a: &Array<T>, axis: usize, indices: &[usize]) -> Array<T> {
     let (outer, len, inner) = split_at_axis(a.dims(), axis);
     let mut out = Vec::with_capacity(outer * indices.len() * inner);
     let src = a.data();
+    let runs = runs(indices);
     for o in 0..outer {
-        for &i in indices {
+        for &(_, i, n) in &runs {
             let start = (o * len + i) * inner;
-            out.extend_from_slice(&src[start..start + inner]);
+            out.extend_from_slice(&src[start..start + n * inner]);
         }
     }
     let mut dims = a.dims().to_vec();
@@ -275,12 +289,13 @@ pub fn scatter_add<T: Element>(
     debug_assert_eq!(len, indices.len());
     let mut out = vec![T::zero(); outer * size * inner];
     let src = a.data();
+    let runs = runs(indices);
     for o in 0..outer {
-        for (j, &k) in indices.iter().enumerate() {
+        for &(j, k, n) in &runs {
             let s = (o * len + j) * inner;
             let d = (o * size + k) * inner;
-            for t in 0..inner {
-                out[d + t] = out[d + t].clone() + src[s + t].clone();
+            for (t, v) in out[d..d + n * inner].iter_mut().zip(&src[s..s + n * inner]) {
+                *t = t.clone() + v.clone();
             }
         }
     }
