@@ -52,6 +52,16 @@ impl<'a> AttrReader<'a> {
         self.get(key).map(|v| as_usize(key, v)).transpose()
     }
 
+    /// A boolean flag; absent means false.
+    pub fn flag(&mut self, key: &'a str) -> Result<bool, TypeError> {
+        match self.get(key) {
+            None => Ok(false),
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| TypeError::attr(key, format!("expected a boolean, found {v}"))),
+        }
+    }
+
     pub fn f64(&mut self, key: &'a str) -> Result<f64, TypeError> {
         let v = self.require_a(key, "a number")?;
         v.as_f64()

@@ -117,12 +117,7 @@ impl AttentionMask {
     }
 
     pub(crate) fn read<'a>(a: &mut AttrReader<'a>) -> Result<AttentionMask, TypeError> {
-        let causal = match a.get("causal") {
-            None => false,
-            Some(v) => v.as_bool().ok_or_else(|| {
-                TypeError::attr("causal", format!("expected a boolean, found {v}"))
-            })?,
-        };
+        let causal = a.flag("causal")?;
         let key_lengths = a.opt_usize_list("key_lengths")?;
         Ok(AttentionMask {
             causal,

@@ -263,12 +263,7 @@ pub(crate) fn register(r: &mut Registry) {
         let mut a = AttrReader::new(attrs);
         let axes = a.usize_list("axes")?;
         let eps = a.f64("eps")?;
-        let affine = match a.get("affine") {
-            None => false,
-            Some(v) => v.as_bool().ok_or_else(|| {
-                TypeError::attr("affine", format!("expected a boolean, found {v}"))
-            })?,
-        };
+        let affine = a.flag("affine")?;
         a.finish()?;
         let ln = LayerNorm::new(axes, eps, affine);
         ln.check_eps()?;

@@ -158,16 +158,8 @@ impl Primitive for MatMul {
 pub(crate) fn register(r: &mut Registry) {
     r.register("matmul", |attrs: &Attrs| {
         let mut a = AttrReader::new(attrs);
-        let flag = |a: &mut AttrReader, key| -> Result<bool, TypeError> {
-            match a.get(key) {
-                None => Ok(false),
-                Some(v) => v
-                    .as_bool()
-                    .ok_or_else(|| TypeError::attr(key, format!("expected a boolean, found {v}"))),
-            }
-        };
-        let transpose_a = flag(&mut a, "transpose_a")?;
-        let transpose_b = flag(&mut a, "transpose_b")?;
+        let transpose_a = a.flag("transpose_a")?;
+        let transpose_b = a.flag("transpose_b")?;
         a.finish()?;
         Ok(Arc::new(MatMul::new(transpose_a, transpose_b)) as Prim)
     });
