@@ -73,14 +73,11 @@ impl Primitive for AvgPool2d {
     fn jvp(
         &self,
         b: &mut Builder,
-        _x: &[Var],
+        x: &[Var],
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        dx[0]
-            .map(|d| b.apply(Arc::new(*self), &[d]))
-            .transpose()
-            .map_err(Into::into)
+        super::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
     }
     fn vjp(
         &self,

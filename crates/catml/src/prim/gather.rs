@@ -94,14 +94,11 @@ impl Primitive for Gather {
     fn jvp(
         &self,
         b: &mut Builder,
-        _x: &[Var],
+        x: &[Var],
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        dx[0]
-            .map(|d| b.gather(d, self.axis, self.indices.clone()))
-            .transpose()
-            .map_err(Into::into)
+        super::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
     }
     fn vjp(
         &self,
@@ -195,14 +192,11 @@ impl Primitive for ScatterAdd {
     fn jvp(
         &self,
         b: &mut Builder,
-        _x: &[Var],
+        x: &[Var],
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        dx[0]
-            .map(|d| b.scatter_add(d, self.axis, self.indices.clone(), self.size))
-            .transpose()
-            .map_err(Into::into)
+        super::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
     }
     fn vjp(
         &self,

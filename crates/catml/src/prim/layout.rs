@@ -65,14 +65,11 @@ impl Primitive for Reshape {
     fn jvp(
         &self,
         b: &mut Builder,
-        _x: &[Var],
+        x: &[Var],
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        dx[0]
-            .map(|d| b.reshape(d, self.shape.clone()))
-            .transpose()
-            .map_err(Into::into)
+        super::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
     }
     fn vjp(
         &self,
@@ -155,14 +152,11 @@ impl Primitive for Permute {
     fn jvp(
         &self,
         b: &mut Builder,
-        _x: &[Var],
+        x: &[Var],
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        dx[0]
-            .map(|d| b.permute(d, self.perm.clone()))
-            .transpose()
-            .map_err(Into::into)
+        super::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
     }
     fn vjp(
         &self,

@@ -21,7 +21,7 @@ use super::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
 use super::pool_kernel::{argmax, put, take};
 use super::pool_spec::{register_pool, Pool2dAttrs};
 use crate::ir::{
-    Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
+    Attrs, Builder, KernelError, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
 };
 use crate::tensor::{Array, Element, RArray, Tensor, TensorType};
 
@@ -36,20 +36,6 @@ fn tied_windows(attrs: &Pool2dAttrs, x: &Tensor) -> usize {
         Tensor::F64(a) => argmax(a.data(), &g).1,
         Tensor::I64(_) => 0,
     }
-}
-
-/// The JVP of select and scatter: constant in x (the argmax is locally constant), linear in
-/// the second operand, so the tangent is the same primitive applied to (x, ṫ).
-fn linear_in_second(
-    b: &mut Builder,
-    prim: Prim,
-    x: &[Var],
-    dx: &[Option<Var>],
-) -> Result<Option<Var>, RuleError> {
-    dx[1]
-        .map(|d| b.apply(prim, &[x[0], d]))
-        .transpose()
-        .map_err(Into::into)
 }
 
 /// The maximum over each pooling window.
@@ -179,7 +165,8 @@ impl Primitive for MaxPool2dSelect {
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        linear_in_second(b, Arc::new(*self), x, dx)
+        // Constant in x (the argmax is locally constant), linear in the second operand.
+        super::arith::linear_jvp(b, Arc::new(*self), x, dx, 1)
     }
     fn vjp(
         &self,
@@ -253,7 +240,8 @@ impl Primitive for MaxPool2dScatter {
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        linear_in_second(b, Arc::new(*self), x, dx)
+        // Constant in x (the argmax is locally constant), linear in the second operand.
+        super::arith::linear_jvp(b, Arc::new(*self), x, dx, 1)
     }
     fn vjp(
         &self,

@@ -85,14 +85,11 @@ impl Primitive for Sum {
     fn jvp(
         &self,
         b: &mut Builder,
-        _x: &[Var],
+        x: &[Var],
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        dx[0]
-            .map(|d| b.op(Arc::new(self.clone()), &[d]))
-            .transpose()
-            .map_err(Into::into)
+        super::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
     }
     fn vjp(
         &self,

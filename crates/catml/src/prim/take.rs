@@ -109,10 +109,7 @@ impl Primitive for Take {
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        dx[0]
-            .map(|d| b.take(d, x[1]))
-            .transpose()
-            .map_err(Into::into)
+        super::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
     }
     fn vjp(
         &self,
@@ -188,10 +185,7 @@ impl Primitive for ScatterRows {
         _y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        dx[0]
-            .map(|d| b.scatter_rows(d, x[1], self.rows))
-            .transpose()
-            .map_err(Into::into)
+        super::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
     }
     fn vjp(
         &self,
