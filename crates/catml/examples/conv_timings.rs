@@ -9,43 +9,15 @@
 
 use std::time::Instant;
 
-use catml::ad::vjp;
 use catml::interp::eval;
-use catml::ir::{Builder, InputKind, Program};
-use catml::prim::{Conv2dAttrs, Ops};
-use catml::tensor::{DType, Tensor, TensorType};
+
+#[path = "../benches/support/conv_workload.rs"]
+mod conv_workload;
+
+use conv_workload::{programs, values};
 
 const SAMPLES: usize = 15;
 const BUDGET_SECONDS: f64 = 1.5;
-
-fn programs() -> (Program, Program) {
-    let mut b = Builder::new();
-    let ty = |dims: &[usize]| TensorType::new(DType::F32, dims.to_vec());
-    let x = b.input("x", ty(&[32, 3, 32, 32]), InputKind::Data).unwrap();
-    let w = b.input("w", ty(&[16, 3, 3, 3]), InputKind::Param).unwrap();
-    let bias = b.input("b", ty(&[16]), InputKind::Param).unwrap();
-    let y = b
-        .conv2d(x, w, Some(bias), Conv2dAttrs::default().pad(1))
-        .unwrap();
-    let forward = b.clone().finish(&[y]).unwrap();
-    let l = b.sum(y, None).unwrap();
-    let loss = b.finish(&[l]).unwrap();
-    (forward, vjp(&loss).unwrap().program)
-}
-
-fn values(p: &Program) -> Vec<Tensor> {
-    p.inputs()
-        .iter()
-        .enumerate()
-        .map(|(k, i)| {
-            let n = i.ty.numel();
-            let data = (0..n)
-                .map(|j| ((j * 31 + k * 7) % 17) as f64 / 17.0 - 0.5)
-                .collect();
-            Tensor::from_f64s(DType::F32, i.ty.shape.clone(), data).unwrap()
-        })
-        .collect()
-}
 
 /// User + system CPU seconds of this process (all threads) from /proc/self/stat, if readable.
 /// On a shared machine this moves much less than wall time.
