@@ -62,17 +62,17 @@
 //! listing, JSON, DOT) < [`prim`] (each primitive's rules) < [`interp`] and [`ad`] < [`trace`]
 //! (the user-facing API) < [`nn`] (layers and initialisers) and [`optim`] (optimisers) <
 //! [`diagram`] (diagrams of models compiled to one loss program) < [`train`] (data, the training
-//! loop, checkpoints, metrics, TOML specs). Nothing below [`trace`] knows that tracing exists.
+//! loop, checkpoints, metrics, TOML specs) and [`verify`] (the verification bundle). Nothing
+//! below [`trace`] knows that tracing exists.
+//!
+//! # Crates
+//!
+//! This crate gathers the workspace under one name. A user who needs only part of it depends on
+//! that part: `catml-core` (tensor, ir, prim, interp, ad, transform, trace: no training, data or
+//! plotting dependencies), `catml-nn` (nn, optim), `catml-train` (diagram, train) and
+//! `catml-verify` (verify).
 
-pub mod ad;
-pub mod diagram;
-pub mod interp;
-pub mod ir;
-pub mod nn;
-pub mod optim;
-pub mod prim;
-pub mod tensor;
-pub mod trace;
-pub mod train;
-pub mod transform;
-pub mod verify;
+pub use catml_core::{ad, interp, ir, prim, tensor, trace, transform};
+pub use catml_nn::{nn, optim};
+pub use catml_train::{diagram, train};
+pub use catml_verify::verify;

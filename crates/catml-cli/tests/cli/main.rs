@@ -1,0 +1,7 @@
+//! Every test of the `catml` command, in one binary.
+
+mod ad_cli;
+mod commands;
+mod dot;
+mod train;
+mod verify_cmd;

@@ -1,0 +1,29 @@
+//! The typed SSA program (the documents' module), its builder, validation, the CatML listing and
+//! LensIR JSON.
+//!
+//! `ir` knows no numbers: it holds types and primitives, and asks primitives for their rules.
+
+mod attrs;
+pub mod budget;
+mod builder;
+mod compose;
+pub mod dot;
+pub mod json;
+pub mod listing;
+mod primitive;
+mod program;
+mod registry;
+mod structure;
+mod validate;
+
+pub use attrs::{attrs_of, AttrReader};
+pub use budget::{Budget, BudgetSite};
+pub use builder::{BuildError, Builder};
+pub use compose::ComposeError;
+pub use primitive::{
+    same_prim, Attrs, Fragment, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError,
+};
+pub use program::{Def, Input, InputKind, Node, Program, Var};
+pub use registry::{Constructor, Registry};
+pub use structure::{structural_difference, StructuralDifference};
+pub use validate::{ValidationError, ValidationErrors};

@@ -1,0 +1,231 @@
+//! The interface every primitive implements: its rules, side by side.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::ir::{Budget, Builder, Var};
+use crate::tensor::{DType, RArray, Tensor, TensorType};
+
+/// A primitive's attributes as JSON (the LensIR `attrs` object).
+pub type Attrs = serde_json::Map<String, serde_json::Value>;
+
+/// What kind of claim a primitive's derivative rules make (001 section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RuleKind {
+    /// The classical derivative everywhere on the admissible domain.
+    Exact,
+    /// The derivative on open regions, with a stated choice on a boundary (ReLU at 0).
+    Convention(&'static str),
+    /// A response that is not the derivative, declared as such (stop-gradient, straight-through).
+    Declared(&'static str),
+}
+
+impl fmt::Display for RuleKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuleKind::Exact => write!(f, "exact"),
+            RuleKind::Convention(c) => write!(f, "convention: {c}"),
+            RuleKind::Declared(d) => write!(f, "declared: {d}"),
+        }
+    }
+}
+
+/// A primitive's type rule rejected its operands or attributes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TypeError {
+    #[error("expected {expected} operand{}, found {found}", plural(.expected))]
+    Arity { expected: String, found: usize },
+    #[error("operand {index} has dtype {found}, expected {expected}")]
+    DType {
+        index: usize,
+        expected: String,
+        found: DType,
+    },
+    #[error("operand types differ: operand 0 is {left}, operand 1 is {right}")]
+    Mismatch { left: TensorType, right: TensorType },
+    #[error("operand {index} has type {found}, expected {expected}")]
+    Operand {
+        index: usize,
+        expected: String,
+        found: TensorType,
+    },
+    #[error("attribute `{key}`: {message}")]
+    Attr { key: String, message: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The plural suffix for a count written as text ("1" operand, "2" or "at least 1" operands).
+fn plural(count: &str) -> &'static str {
+    if count == "1" {
+        ""
+    } else {
+        "s"
+    }
+}
+
+impl TypeError {
+    pub fn attr(key: &str, message: impl Into<String>) -> TypeError {
+        TypeError::Attr {
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A kernel refused its inputs: outside the admissible domain, or an unsupported dtype.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KernelError {
+    #[error("outside the admissible domain: {0}")]
+    Domain(String),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A derivative rule could not be emitted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuleError {
+    #[error("primitive `{op}` has no {mode} rule")]
+    Missing { op: String, mode: &'static str },
+    #[error(transparent)]
+    Type(#[from] TypeError),
+}
+
+/// A primitive: one operation's rules side by side. Interpreters and transforms ask these
+/// methods and never match on the primitive, so a new operation touches only its own file.
+pub trait Primitive: fmt::Debug + Send + Sync + 'static {
+    /// The registry name, as in LensIR `op`.
+    fn name(&self) -> &str;
+
+    /// Attributes as LensIR JSON; `Registry::construct(name, attrs)` must rebuild `self`.
+    fn attrs(&self) -> Attrs {
+        Attrs::new()
+    }
+
+    /// The shape functor: the output type from the operand types, or why they do not fit.
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError>;
+
+    /// The eval functor on f32/f64 (and i64 where meaningful). Operands have the types `infer`
+    /// accepted. Rejects inputs outside the admissible domain.
+    fn eval(&self, inputs: &[&Tensor]) -> Result<Tensor, KernelError>;
+
+    /// `eval` with the operands handed over: an operand whose value dies at this node arrives
+    /// holding the only reference to its buffer, and an elementwise kernel may write its result
+    /// there instead of allocating. The default borrows and calls `eval`.
+    fn eval_owned(&self, inputs: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        self.eval(&refs)
+    }
+
+    /// Whether every output element is a copy of an operand element (reshape, permute,
+    /// broadcast, gather, ...). The interpreter checks each node's output for non-finite
+    /// values; a copy of checked values needs no second scan.
+    fn copies_operand_values(&self) -> bool {
+        false
+    }
+
+    /// Exact evaluation over rationals; `None` when the operation is not rational.
+    fn eval_rational(&self, _inputs: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        None
+    }
+
+    /// Whether [`Primitive::eval_rational`] evaluates (the operation is rational).
+    fn has_rational_eval(&self) -> bool {
+        false
+    }
+
+    /// The f32 error budget of one application to operands of these types
+    /// (`docs/budgets.md`).
+    fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> Budget {
+        Budget::Measured
+    }
+
+    /// Where the primitive stands with respect to the core fragment (`docs/lowering.md`).
+    fn fragment(&self) -> Fragment {
+        Fragment::Outside
+    }
+
+    /// Smooth with exact derivative rules wherever generated programs apply it, so finite
+    /// differences check its rules. By default: exactly when the rule is [`RuleKind::Exact`].
+    fn smooth(&self) -> bool {
+        self.rule() == RuleKind::Exact
+    }
+
+    /// Whether this application returns its single operand unchanged (a reshape to the
+    /// operand's own type): rewrites may drop such a node.
+    fn is_identity(&self, _inputs: &[TensorType], _output: &TensorType) -> bool {
+        false
+    }
+
+    /// Floating-point operations for one application (default: one per output element).
+    fn flops(&self, _inputs: &[TensorType], output: &TensorType) -> u64 {
+        output.numel() as u64
+    }
+
+    /// Which claim the derivative rules make.
+    fn rule(&self) -> RuleKind {
+        RuleKind::Exact
+    }
+
+    /// Forward rule: the output tangent from operand tangents (`None` = zero), as new nodes.
+    fn jvp(
+        &self,
+        _b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        _dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        Err(RuleError::Missing {
+            op: self.name().to_string(),
+            mode: "jvp",
+        })
+    }
+
+    /// Reverse rule, independent of `jvp`: one cotangent per operand occurrence (`None` = zero).
+    fn vjp(
+        &self,
+        _b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        _dy: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        Err(RuleError::Missing {
+            op: self.name().to_string(),
+            mode: "vjp",
+        })
+    }
+
+    /// How many elements of these inputs sit where a labelled convention decides the
+    /// derivative (a ReLU-mask input exactly 0, a max tie).
+    fn convention_points(&self, _inputs: &[&Tensor]) -> usize {
+        0
+    }
+
+    /// The expansion of a composite into the core fragment; `None` for core primitives.
+    fn lower(&self, _b: &mut Builder, _x: &[Var]) -> Option<Result<Var, TypeError>> {
+        None
+    }
+}
+
+/// A primitive's place with respect to the core fragment: the few primitives every composite
+/// lowers into (`docs/lowering.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fragment {
+    /// One of the core fragment's primitives.
+    Core,
+    /// Not in the core fragment, but lowerings may emit it, for the stated reason.
+    LoweringExtra(&'static str),
+    /// Neither: a composite (with a lowering) or an operation the core cannot express.
+    Outside,
+}
+
+/// A shared handle to a primitive.
+pub type Prim = Arc<dyn Primitive>;
+
+/// Two primitives are the same operation when their names and attributes agree.
+pub fn same_prim(a: &dyn Primitive, b: &dyn Primitive) -> bool {
+    a.name() == b.name() && a.attrs() == b.attrs()
+}

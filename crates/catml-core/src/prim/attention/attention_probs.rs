@@ -1,0 +1,184 @@
+//! attention_probs {"causal", "key_lengths"}: the attention weights of every head,
+//! Q (B, H, Tq, d), K (B, H, Tk, d) -> P = masked_softmax(d^{-1/2} Q K^T) (B, H, Tq, Tk).
+//!
+//! The kernel computes each (batch, head) slice's scores in a scratch buffer and normalises
+//! them straight into the result, so the scores never exist as a tensor. With c = d^{-1/2} and
+//! R = Q K^T, the derivative of P is v -> c P (v - <P, v>) (one softmax_pullback at the output):
+//! - tangent: dP = c P (dR - <P, dR>) for dR = dQ K^T + Q dK^T;
+//! - cotangent: R̄ = c P (P̄ - <P, P̄>), Q̄ = R̄ K, K̄ = R̄^T Q.
+//!
+//! Lowering: batch_matmul then masked_softmax with scale c.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::attention_mask::AttentionMask;
+use crate::ir::budget;
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
+use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
+use crate::prim::softmax::masked_softmax::{check_scores, masked_rows};
+use crate::prim::Ops;
+use crate::tensor::kernels::{gemm_into_serial, MatRef};
+use crate::tensor::{Array, Float, Tensor, TensorType};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AttentionProbs {
+    pub mask: AttentionMask,
+}
+
+/// d^{-1/2} for key width d.
+pub(crate) fn score_scale(d: usize) -> f64 {
+    1.0 / (d as f64).sqrt()
+}
+
+/// Sizes of one attention product: (heads, tq, tk, d).
+pub(crate) fn attention_sizes(q: &[usize], k: &[usize]) -> (usize, usize, usize, usize) {
+    (q[1], q[2], k[2], q[3])
+}
+
+/// The weights of slice `i` (batch i / heads) into `p` (tq, tk), using `s` as scratch.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn probs_slice<T: Float>(
+    mask: &AttentionMask,
+    i: usize,
+    q: &[T],
+    k: &[T],
+    sizes: (usize, usize, usize, usize),
+    s: &mut [T],
+    p: &mut [T],
+) {
+    let (heads, tq, tk, d) = sizes;
+    let qi = &q[i * tq * d..(i + 1) * tq * d];
+    let ki = &k[i * tk * d..(i + 1) * tk * d];
+    gemm_into_serial(
+        s,
+        MatRef::new(qi, tq, d),
+        MatRef::transpose_of(ki, tk, d),
+        false,
+    );
+    masked_rows(mask, i / heads, s, p, tq, tk, T::from_f64(score_scale(d)));
+}
+
+/// Checks Q (B, H, Tq, d) and K (B, H, Tk, d); returns the scores' type (B, H, Tq, Tk).
+pub(crate) fn check_qk(
+    inputs: &[TensorType],
+    mask: &AttentionMask,
+) -> Result<TensorType, TypeError> {
+    float_operand(inputs, 0)?;
+    let (q, k) = (&inputs[0], &inputs[1]);
+    if q.rank() != 4 {
+        return Err(TypeError::Operand {
+            index: 0,
+            expected: "queries of rank 4 (batch, heads, queries, width)".to_string(),
+            found: q.clone(),
+        });
+    }
+    let (bh, d) = (&q.dims()[..2], q.dims()[3]);
+    if k.dtype != q.dtype || k.rank() != 4 || &k.dims()[..2] != bh || k.dims()[3] != d {
+        return Err(TypeError::Operand {
+            index: 1,
+            expected: format!("{}[{}, {}, keys, {d}]", q.dtype, bh[0], bh[1]),
+            found: k.clone(),
+        });
+    }
+    let scores = TensorType::new(q.dtype, [bh[0], bh[1], q.dims()[2], k.dims()[2]]);
+    check_scores(&scores, mask)?;
+    Ok(scores)
+}
+
+impl FloatKernel for AttentionProbs {
+    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        let sizes = attention_sizes(x[0].dims(), x[1].dims());
+        let (_, tq, tk, _) = sizes;
+        let (q, k) = (x[0].data(), x[1].data());
+        let mut out = vec![T::zero(); x[0].dims()[0] * sizes.0 * tq * tk];
+        out.par_chunks_mut(tq * tk).enumerate().for_each(|(i, p)| {
+            let mut s = vec![T::zero(); tq * tk];
+            probs_slice(&self.mask, i, q, k, sizes, &mut s, p);
+        });
+        let mut dims = x[0].dims().to_vec();
+        dims[3] = tk;
+        Ok(Array::new(dims, out).expect("batch * heads * tq * tk elements"))
+    }
+}
+
+impl Primitive for AttentionProbs {
+    fn name(&self) -> &str {
+        "attention_probs"
+    }
+    fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
+        crate::ir::Budget::formula("gamma_c |y|, c = 2A + Tk + 17, A = s P (d + 5)", |s| {
+            let c = budget::gamma(budget::attention_c(s));
+            s.y.iter().map(|y| c * y.abs()).collect()
+        })
+    }
+    fn attrs(&self) -> Attrs {
+        let mut a = Attrs::new();
+        self.mask.write(&mut a);
+        a
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 2)?;
+        check_qk(inputs, &self.mask)
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        eval_float(self, x)
+    }
+    fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
+        // Q K^T, then the softmax.
+        output.numel() as u64 * (2 * inputs[0].dims()[3] as u64 + 5)
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        let (q, k) = (x[0], x[1]);
+        let left = dx[0]
+            .map(|dq| b.batch_matmul(dq, k, false, true))
+            .transpose()?;
+        let right = dx[1]
+            .map(|dk| b.batch_matmul(q, dk, false, true))
+            .transpose()?;
+        let Some(dr) = crate::prim::sum_terms(b, &[left, right])? else {
+            return Ok(None);
+        };
+        let c = score_scale(b.ty(q).dims()[3]);
+        Ok(Some(b.softmax_pullback(y, dr, 3, c)?))
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        let (q, k) = (x[0], x[1]);
+        let c = score_scale(b.ty(q).dims()[3]);
+        let dr = b.softmax_pullback(y, u, 3, c)?;
+        let dq = b.batch_matmul(dr, k, false, false)?;
+        let dk = b.batch_matmul(dr, q, true, false)?;
+        Ok(vec![Some(dq), Some(dk)])
+    }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        Some((|| {
+            let c = score_scale(b.ty(x[0]).dims()[3]);
+            let r = b.batch_matmul(x[0], x[1], false, true)?;
+            b.masked_softmax(r, self.mask.clone(), c)
+        })())
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register("attention_probs", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let mask = AttentionMask::read(&mut a)?;
+        a.finish()?;
+        Ok(Arc::new(AttentionProbs { mask }) as Prim)
+    });
+}

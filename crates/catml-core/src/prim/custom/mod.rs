@@ -1,0 +1,3 @@
+//! User primitives from closures.
+
+pub(crate) mod closures;

@@ -1,0 +1,273 @@
+//! batch_matmul {"transpose_a", "transpose_b"}: (..., m, k) x (..., k, n) -> (..., m, n), one
+//! matrix product per index of the shared leading (batch) dims, either operand optionally read
+//! transposed in its last two dims. Pullback per slice as for matmul: (u op(B)^T, op(A)^T u).
+//! Lowering: each slice is selected by a fixed gather, multiplied by rank-2 matmul and the
+//! results are concatenated.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::matmul::MatMul;
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
+use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
+use crate::prim::Ops;
+use crate::tensor::kernels::{gemm_into, gemm_into_serial, matmul_generic, MatRef};
+use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
+
+/// Below this many multiply-adds in all, the slices run on one thread.
+const PARALLEL_MIN: usize = 1 << 18;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BatchMatMul {
+    pub transpose_a: bool,
+    pub transpose_b: bool,
+}
+
+/// Sizes of one product: batch count and (m, k, n).
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    batch: usize,
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+impl BatchMatMul {
+    pub fn new(transpose_a: bool, transpose_b: bool) -> BatchMatMul {
+        BatchMatMul {
+            transpose_a,
+            transpose_b,
+        }
+    }
+
+    fn sizes(&self, a: &[usize], b: &[usize]) -> Sizes {
+        let r = a.len();
+        let (m, k) = if self.transpose_a {
+            (a[r - 1], a[r - 2])
+        } else {
+            (a[r - 2], a[r - 1])
+        };
+        let n = if self.transpose_b { b[r - 2] } else { b[r - 1] };
+        Sizes {
+            batch: a[..r - 2].iter().product(),
+            m,
+            k,
+            n,
+        }
+    }
+
+    /// Slice `i` of an operand stored row-major as (rows, cols) per slice.
+    fn slice<'a, T>(data: &'a [T], i: usize, rows: usize, cols: usize, t: bool) -> MatRef<'a, T> {
+        let d = &data[i * rows * cols..(i + 1) * rows * cols];
+        if t {
+            MatRef::transpose_of(d, rows, cols)
+        } else {
+            MatRef::new(d, rows, cols)
+        }
+    }
+}
+
+impl BatchMatMul {
+    /// Slice `i` of both operands, each read transposed where its flag says.
+    fn slices<'a, T>(
+        &self,
+        s: &Sizes,
+        a: &'a [T],
+        b: &'a [T],
+        i: usize,
+    ) -> (MatRef<'a, T>, MatRef<'a, T>) {
+        let (ar, ac) = if self.transpose_a {
+            (s.k, s.m)
+        } else {
+            (s.m, s.k)
+        };
+        let (br, bc) = if self.transpose_b {
+            (s.n, s.k)
+        } else {
+            (s.k, s.n)
+        };
+        (
+            Self::slice(a, i, ar, ac, self.transpose_a),
+            Self::slice(b, i, br, bc, self.transpose_b),
+        )
+    }
+
+    /// The result's dims: the batch dims of `a`, then (m, n).
+    fn out_shape(a: &[usize], s: &Sizes) -> Shape {
+        let mut dims = a[..a.len() - 2].to_vec();
+        dims.extend([s.m, s.n]);
+        Shape::new(dims)
+    }
+
+    /// The exact product slice by slice, for any ring.
+    fn exact<T: Element>(&self, a: &Array<T>, b: &Array<T>) -> Array<T> {
+        let s = self.sizes(a.dims(), b.dims());
+        let out: Vec<T> = (0..s.batch)
+            .flat_map(|i| {
+                let (sa, sb) = self.slices(&s, a.data(), b.data(), i);
+                matmul_generic(sa, sb)
+            })
+            .collect();
+        Array::new(Self::out_shape(a.dims(), &s), out).expect("batch * m * n elements")
+    }
+}
+
+impl FloatKernel for BatchMatMul {
+    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        let s = self.sizes(x[0].dims(), x[1].dims());
+        let mut out = vec![T::zero(); s.batch * s.m * s.n];
+        let product = |i: usize, c: &mut [T], serial: bool| {
+            let (a, b) = self.slices(&s, x[0].data(), x[1].data(), i);
+            if serial {
+                gemm_into_serial(c, a, b, false);
+            } else {
+                gemm_into(c, a, b, false);
+            }
+        };
+        let work = s.batch * s.m * s.n * s.k;
+        if s.batch > 1 && work >= PARALLEL_MIN {
+            out.par_chunks_mut(s.m * s.n)
+                .enumerate()
+                .for_each(|(i, c)| product(i, c, true));
+        } else {
+            for (i, c) in out.chunks_mut(s.m * s.n).enumerate() {
+                product(i, c, false);
+            }
+        }
+        Ok(Array::new(Self::out_shape(x[0].dims(), &s), out).expect("batch * m * n elements"))
+    }
+}
+
+impl Primitive for BatchMatMul {
+    fn name(&self) -> &str {
+        "batch_matmul"
+    }
+    fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
+        let a = inputs[0].dims();
+        let r = a.len();
+        crate::ir::Budget::sum(if self.transpose_a { a[r - 2] } else { a[r - 1] })
+    }
+    fn attrs(&self) -> Attrs {
+        let mut a = Attrs::new();
+        if self.transpose_a {
+            a.insert("transpose_a".into(), true.into());
+        }
+        if self.transpose_b {
+            a.insert("transpose_b".into(), true.into());
+        }
+        a
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 2)?;
+        float_operand(inputs, 0)?;
+        let (a, b) = (&inputs[0], &inputs[1]);
+        if a.rank() < 3 {
+            return Err(TypeError::Operand {
+                index: 0,
+                expected: "rank >= 3 (batch dims, then a matrix)".to_string(),
+                found: a.clone(),
+            });
+        }
+        let r = a.rank();
+        if b.dtype != a.dtype || b.rank() != r || b.dims()[..r - 2] != a.dims()[..r - 2] {
+            return Err(TypeError::Operand {
+                index: 1,
+                expected: format!(
+                    "{} of rank {r} with batch dims {:?}",
+                    a.dtype,
+                    &a.dims()[..r - 2]
+                ),
+                found: b.clone(),
+            });
+        }
+        let s = self.sizes(a.dims(), b.dims());
+        let k2 = if self.transpose_b {
+            b.dims()[r - 1]
+        } else {
+            b.dims()[r - 2]
+        };
+        if s.k != k2 {
+            return Err(TypeError::Invalid(format!(
+                "contraction sizes differ: {a} by {b} (inner {} vs {k2})",
+                s.k
+            )));
+        }
+        let mut dims = a.dims()[..r - 2].to_vec();
+        dims.extend([s.m, s.n]);
+        Ok(TensorType::new(a.dtype, dims))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        eval_float(self, x)
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        Some(Ok(self.exact(x[0], x[1])))
+    }
+    fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
+        let s = self.sizes(inputs[0].dims(), inputs[1].dims());
+        2 * output.numel() as u64 * s.k as u64
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        crate::prim::elementwise::arith::bilinear_jvp(b, Arc::new(*self), x, dx)
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        // As for matmul, slice by slice.
+        let product = |b: &mut Builder, ta, tb, p, q| b.batch_matmul(p, q, ta, tb);
+        super::matmul::product_vjp(b, (self.transpose_a, self.transpose_b), x, u, product)
+    }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        Some((|| {
+            let (at, bt) = (b.ty(x[0]).clone(), b.ty(x[1]).clone());
+            let r = at.rank();
+            let s = self.sizes(at.dims(), bt.dims());
+            let last2 = |t: &TensorType| [t.dims()[r - 2], t.dims()[r - 1]];
+            let (ad, bd) = (last2(&at), last2(&bt));
+            let a3 = b.reshape(x[0], [s.batch, ad[0], ad[1]])?;
+            let b3 = b.reshape(x[1], [s.batch, bd[0], bd[1]])?;
+            let mut parts = Vec::with_capacity(s.batch);
+            for i in 0..s.batch {
+                let ai = b.gather(a3, 0, vec![i])?;
+                let ai = b.reshape(ai, ad)?;
+                let bi = b.gather(b3, 0, vec![i])?;
+                let bi = b.reshape(bi, bd)?;
+                let ci = b.op(
+                    Arc::new(MatMul::new(self.transpose_a, self.transpose_b)),
+                    &[ai, bi],
+                )?;
+                parts.push(b.reshape(ci, [1, s.m, s.n])?);
+            }
+            let c = if parts.len() == 1 {
+                parts[0]
+            } else {
+                b.concat(&parts, 0)?
+            };
+            let mut dims = at.dims()[..r - 2].to_vec();
+            dims.extend([s.m, s.n]);
+            b.reshape(c, dims)
+        })())
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register("batch_matmul", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let transpose_a = a.flag("transpose_a")?;
+        let transpose_b = a.flag("transpose_b")?;
+        a.finish()?;
+        Ok(Arc::new(BatchMatMul::new(transpose_a, transpose_b)) as Prim)
+    });
+}

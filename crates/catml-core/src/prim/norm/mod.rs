@@ -1,0 +1,3 @@
+//! Normalisation: layer norm.
+
+pub(crate) mod layer_norm;

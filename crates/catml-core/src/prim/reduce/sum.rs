@@ -1,0 +1,121 @@
+//! sum {"axes": [..]}: sum over the axes (absent: all, giving a scalar). The adjoint pair of
+//! broadcast: its pullback broadcasts the cotangent back.
+
+use std::sync::Arc;
+
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
+use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
+use crate::prim::Ops;
+use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sum {
+    /// As given; `None` means every axis.
+    pub axes: Option<Vec<usize>>,
+}
+
+impl Sum {
+    pub fn new(axes: Option<Vec<usize>>) -> Sum {
+        Sum { axes }
+    }
+
+    /// The reduced axes, sorted, for an operand of this rank.
+    fn reduced(&self, rank: usize) -> Vec<usize> {
+        match &self.axes {
+            None => (0..rank).collect(),
+            Some(a) => {
+                let mut a = a.clone();
+                a.sort_unstable();
+                a
+            }
+        }
+    }
+}
+
+impl RingKernel for Sum {
+    fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        Ok(kernels::sum_axes(x[0], &self.reduced(x[0].dims().len())))
+    }
+}
+
+impl Primitive for Sum {
+    fn name(&self) -> &str {
+        "sum"
+    }
+    fn f32_budget(&self, inputs: &[TensorType], output: &TensorType) -> crate::ir::Budget {
+        crate::ir::Budget::sum(inputs[0].numel() / output.numel().max(1))
+    }
+    fn fragment(&self) -> crate::ir::Fragment {
+        crate::ir::Fragment::Core
+    }
+    fn attrs(&self) -> Attrs {
+        match &self.axes {
+            None => Attrs::new(),
+            Some(a) => crate::ir::attrs_of([("axes", a.clone().into())]),
+        }
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 1)?;
+        float_operand(inputs, 0)?;
+        let rank = inputs[0].rank();
+        let axes = self.reduced(rank);
+        if let Some(&bad) = axes.iter().find(|&&a| a >= rank) {
+            return Err(TypeError::attr(
+                "axes",
+                format!("axis {bad} is out of range for {} (rank {rank})", inputs[0]),
+            ));
+        }
+        if let Some(w) = axes.windows(2).find(|w| w[0] == w[1]) {
+            return Err(TypeError::attr(
+                "axes",
+                format!("axis {} is listed twice", w[0]),
+            ));
+        }
+        let dims: Vec<usize> = (0..rank)
+            .filter(|i| !axes.contains(i))
+            .map(|i| inputs[0].dims()[i])
+            .collect();
+        Ok(TensorType::new(inputs[0].dtype, dims))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        eval_ring(self, x)
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        eval_ring_rational(self, x)
+    }
+    fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
+        inputs[0].numel() as u64
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        let ty = b.ty(x[0]).clone();
+        let axes = self.reduced(ty.rank());
+        let kept: Vec<usize> = (0..ty.rank()).filter(|i| !axes.contains(i)).collect();
+        Ok(vec![Some(b.broadcast(u, ty.shape.clone(), kept)?)])
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register("sum", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let axes = a.opt_usize_list("axes")?;
+        a.finish()?;
+        Ok(Arc::new(Sum::new(axes)) as Prim)
+    });
+}

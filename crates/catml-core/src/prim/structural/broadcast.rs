@@ -1,0 +1,237 @@
+//! broadcast {"shape", "dims"} (StableHLO's broadcast_in_dim: operand dim i goes to result dim
+//! dims[i], sizes equal or 1) and broadcast_rows {"rows": B} ((d) to (B, d)). Their pullbacks
+//! sum over the copied axes: reduction and broadcast are an adjoint pair.
+
+use std::sync::Arc;
+
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
+use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
+use crate::prim::Ops;
+use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broadcast {
+    pub shape: Shape,
+    pub dims: Vec<usize>,
+}
+
+impl Broadcast {
+    pub fn new(shape: Shape, dims: Vec<usize>) -> Broadcast {
+        Broadcast { shape, dims }
+    }
+}
+
+impl RingKernel for Broadcast {
+    fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        Ok(kernels::broadcast(x[0], &self.shape, &self.dims))
+    }
+}
+
+impl Primitive for Broadcast {
+    fn name(&self) -> &str {
+        "broadcast"
+    }
+    fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
+        crate::ir::Budget::Exact
+    }
+    fn fragment(&self) -> crate::ir::Fragment {
+        crate::ir::Fragment::Core
+    }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
+    fn attrs(&self) -> Attrs {
+        crate::ir::attrs_of([
+            ("shape", self.shape.dims().to_vec().into()),
+            ("dims", self.dims.clone().into()),
+        ])
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 1)?;
+        float_operand(inputs, 0)?;
+        let x = &inputs[0];
+        if self.dims.len() != x.rank() {
+            return Err(TypeError::attr(
+                "dims",
+                format!(
+                    "has {} entries but the operand {x} has rank {}",
+                    self.dims.len(),
+                    x.rank()
+                ),
+            ));
+        }
+        if self.dims.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(TypeError::attr(
+                "dims",
+                format!("{:?} must be strictly increasing", self.dims),
+            ));
+        }
+        for (i, &d) in self.dims.iter().enumerate() {
+            let Some(&size) = self.shape.dims().get(d) else {
+                return Err(TypeError::attr(
+                    "dims",
+                    format!("result dim {d} is out of range for shape {}", self.shape),
+                ));
+            };
+            if x.dims()[i] != size && x.dims()[i] != 1 {
+                return Err(TypeError::attr(
+                    "dims",
+                    format!(
+                        "operand dim {i} of {x} (size {}) does not fit result dim {d} of {} (size {size})",
+                        x.dims()[i],
+                        self.shape
+                    ),
+                ));
+            }
+        }
+        Ok(TensorType::new(x.dtype, self.shape.clone()))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        eval_ring(self, x)
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        eval_ring_rational(self, x)
+    }
+    fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
+        0
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        let operand = b.ty(x[0]).clone();
+        // Sum every result axis that copies: new axes, and size-1 operand axes that grew.
+        let summed: Vec<usize> = (0..self.shape.rank())
+            .filter(|r| match self.dims.iter().position(|d| d == r) {
+                None => true,
+                Some(i) => operand.dims()[i] == 1 && self.shape.dims()[*r] != 1,
+            })
+            .collect();
+        let reduced = if summed.is_empty() {
+            u
+        } else {
+            b.sum(u, Some(summed))?
+        };
+        let out = if *b.ty(reduced) == operand {
+            reduced
+        } else {
+            b.reshape(reduced, operand.shape.clone())?
+        };
+        Ok(vec![Some(out)])
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BroadcastRows {
+    pub rows: usize,
+}
+
+impl BroadcastRows {
+    fn as_broadcast(&self, d: usize) -> Broadcast {
+        Broadcast::new(Shape::new(vec![self.rows, d]), vec![1])
+    }
+}
+
+impl RingKernel for BroadcastRows {
+    fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        self.as_broadcast(x[0].dims()[0]).ring(x)
+    }
+}
+
+impl Primitive for BroadcastRows {
+    fn name(&self) -> &str {
+        "broadcast_rows"
+    }
+    fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
+        crate::ir::Budget::Exact
+    }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
+    fn attrs(&self) -> Attrs {
+        crate::ir::attrs_of([("rows", self.rows.into())])
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 1)?;
+        float_operand(inputs, 0)?;
+        if inputs[0].rank() != 1 {
+            return Err(TypeError::Operand {
+                index: 0,
+                expected: "a vector (rank 1)".to_string(),
+                found: inputs[0].clone(),
+            });
+        }
+        if self.rows == 0 {
+            return Err(TypeError::attr("rows", "must be positive"));
+        }
+        Ok(TensorType::new(
+            inputs[0].dtype,
+            [self.rows, inputs[0].dims()[0]],
+        ))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        eval_ring(self, x)
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        eval_ring_rational(self, x)
+    }
+    fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
+        0
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        // (b, Ȳ) ↦ Σ_r Ȳ_{r,:}
+        Ok(vec![Some(b.sum(u, Some(vec![0]))?)])
+    }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        let d = b.ty(x[0]).dims()[0];
+        Some(b.op(Arc::new(self.as_broadcast(d)), x))
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register("broadcast", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let shape = a.shape("shape")?;
+        let dims = a.usize_list("dims")?;
+        a.finish()?;
+        Ok(Arc::new(Broadcast::new(shape, dims)) as Prim)
+    });
+    r.register("broadcast_rows", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let rows = a.usize("rows")?;
+        a.finish()?;
+        if rows == 0 {
+            return Err(TypeError::attr("rows", "must be positive"));
+        }
+        Ok(Arc::new(BroadcastRows { rows }) as Prim)
+    });
+}

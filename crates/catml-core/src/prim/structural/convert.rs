@@ -1,0 +1,100 @@
+//! convert {"dtype": ..}: the only way between dtypes. Float to float is differentiable (the
+//! pullback converts back); integers carry no tangent.
+
+use std::sync::Arc;
+
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
+use crate::prim::dispatch::arity;
+use crate::prim::Ops;
+use crate::tensor::{Array, DType, RArray, Tensor, TensorType};
+
+#[derive(Debug, Clone, Copy)]
+pub struct Convert {
+    pub dtype: DType,
+}
+
+impl Primitive for Convert {
+    fn name(&self) -> &str {
+        "convert"
+    }
+    fn smooth(&self) -> bool {
+        // A conversion to f32 rounds: finite differences through it measure the rounding.
+        false
+    }
+    fn attrs(&self) -> Attrs {
+        crate::ir::attrs_of([("dtype", self.dtype.as_str().into())])
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 1)?;
+        if inputs[0].dtype.is_float() && !self.dtype.is_float() {
+            return Err(TypeError::attr(
+                "dtype",
+                format!(
+                    "cannot convert {} to {}: floats do not become indices",
+                    inputs[0].dtype, self.dtype
+                ),
+            ));
+        }
+        Ok(inputs[0].with_dtype(self.dtype))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        let t = x[0];
+        let shape = t.shape().clone();
+        Ok(match (t, self.dtype) {
+            (Tensor::F32(a), DType::F64) => Tensor::F64(a.map(|&v| v as f64)),
+            (Tensor::F64(a), DType::F32) => Tensor::F32(a.map(|&v| v as f32)),
+            (Tensor::I64(a), DType::F32) => Tensor::F32(a.map(|&v| v as f32)),
+            (Tensor::I64(a), DType::F64) => Tensor::F64(a.map(|&v| v as f64)),
+            (same, d) if same.dtype() == d => same.clone(),
+            (other, d) => {
+                return Err(KernelError::Unsupported(format!(
+                    "convert {} {shape} to {d}",
+                    other.dtype()
+                )))
+            }
+        })
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        // Exact arithmetic has one number type; conversion is the identity there.
+        Some(Ok(Array::clone(x[0])))
+    }
+    fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
+        0
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        match dx[0] {
+            Some(d) if self.dtype.is_float() => Ok(Some(b.convert(d, self.dtype)?)),
+            _ => Ok(None),
+        }
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        let source = b.ty(x[0]).dtype;
+        if !source.is_float() {
+            return Ok(vec![None]);
+        }
+        Ok(vec![Some(b.convert(u, source)?)])
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register("convert", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let dtype = a.dtype("dtype")?;
+        a.finish()?;
+        Ok(Arc::new(Convert { dtype }) as Prim)
+    });
+}

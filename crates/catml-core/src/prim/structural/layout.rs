@@ -1,0 +1,200 @@
+//! reshape {"shape"} and permute {"perm"}: rearrangements whose pullbacks apply the inverse
+//! arrangement.
+
+use std::sync::Arc;
+
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
+use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
+use crate::prim::Ops;
+use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reshape {
+    pub shape: Shape,
+}
+
+impl Reshape {
+    pub fn new(shape: Shape) -> Reshape {
+        Reshape { shape }
+    }
+}
+
+impl RingKernel for Reshape {
+    fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        Ok(x[0].reshaped(self.shape.clone()))
+    }
+}
+
+impl Primitive for Reshape {
+    fn name(&self) -> &str {
+        "reshape"
+    }
+    fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
+        crate::ir::Budget::Exact
+    }
+    fn fragment(&self) -> crate::ir::Fragment {
+        crate::ir::Fragment::Core
+    }
+    fn is_identity(&self, inputs: &[TensorType], output: &TensorType) -> bool {
+        inputs.len() == 1 && inputs[0] == *output
+    }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
+    fn attrs(&self) -> Attrs {
+        crate::ir::attrs_of([("shape", self.shape.dims().to_vec().into())])
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 1)?;
+        if self.shape.checked_numel() != Some(inputs[0].numel()) {
+            return Err(TypeError::attr(
+                "shape",
+                format!(
+                    "reshape of {} to {} changes the element count ({} vs {})",
+                    inputs[0],
+                    self.shape,
+                    inputs[0].numel(),
+                    self.shape.numel()
+                ),
+            ));
+        }
+        Ok(TensorType::new(inputs[0].dtype, self.shape.clone()))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        Ok(x[0].reshaped(self.shape.clone()))
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        eval_ring_rational(self, x)
+    }
+    fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
+        0
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        let back = b.ty(x[0]).shape.clone();
+        Ok(vec![Some(b.reshape(u, back)?)])
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Permute {
+    /// Result dim i is operand dim `perm[i]`.
+    pub perm: Vec<usize>,
+}
+
+impl Permute {
+    pub fn new(perm: Vec<usize>) -> Permute {
+        Permute { perm }
+    }
+
+    pub fn inverse(&self) -> Vec<usize> {
+        let mut inv = vec![0; self.perm.len()];
+        for (i, &p) in self.perm.iter().enumerate() {
+            inv[p] = i;
+        }
+        inv
+    }
+}
+
+impl RingKernel for Permute {
+    fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        Ok(kernels::permute(x[0], &self.perm))
+    }
+}
+
+impl Primitive for Permute {
+    fn name(&self) -> &str {
+        "permute"
+    }
+    fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
+        crate::ir::Budget::Exact
+    }
+    fn fragment(&self) -> crate::ir::Fragment {
+        crate::ir::Fragment::Core
+    }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
+    fn attrs(&self) -> Attrs {
+        crate::ir::attrs_of([("perm", self.perm.clone().into())])
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 1)?;
+        let rank = inputs[0].rank();
+        let mut seen = vec![false; rank];
+        let valid = self.perm.len() == rank
+            && self
+                .perm
+                .iter()
+                .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true));
+        if !valid {
+            return Err(TypeError::attr(
+                "perm",
+                format!(
+                    "{:?} is not a permutation of the {rank} axes of {}",
+                    self.perm, inputs[0]
+                ),
+            ));
+        }
+        let dims: Vec<usize> = self.perm.iter().map(|&p| inputs[0].dims()[p]).collect();
+        Ok(TensorType::new(inputs[0].dtype, dims))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        eval_ring(self, x)
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        eval_ring_rational(self, x)
+    }
+    fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
+        0
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        _x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        Ok(vec![Some(b.permute(u, self.inverse())?)])
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    r.register("reshape", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let shape = a.shape("shape")?;
+        a.finish()?;
+        Ok(Arc::new(Reshape::new(shape)) as Prim)
+    });
+    r.register("permute", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let perm = a.usize_list("perm")?;
+        a.finish()?;
+        Ok(Arc::new(Permute::new(perm)) as Prim)
+    });
+}

@@ -1,0 +1,224 @@
+//! take and scatter_rows: row selection by a runtime integer index tensor (embeddings).
+//!
+//! take (table (V, D), indices i64 (...)) -> (..., D): y[n] = table[idx[n]]. It is linear in the
+//! table; the indices are integers and get no tangent or cotangent. Its transpose is
+//! scatter_rows {"rows": V} (u (..., D), indices (...)) -> (V, D): out[k] = sum_{n: idx[n] = k}
+//! u[n], the runtime-index form of 001 §2's (G^T u)_k = sum_{j: i_j = k} u_j.
+//!
+//! Lowering: with O = one_hot(idx) (N, V), take is O table and scatter_rows is O^T u.
+//! Indices outside 0..V are a domain error at evaluation.
+
+use std::sync::Arc;
+
+use super::one_hot::{checked_index, index_operand, rational_indices};
+use crate::ir::{
+    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+};
+use crate::prim::dispatch::{arity, float_operand};
+use crate::prim::linalg::matmul::MatMul;
+use crate::prim::Ops;
+use crate::tensor::{Array, DType, Element, RArray, Tensor, TensorType};
+
+/// (float operand, i64 indices) from a node's operands.
+fn operands<'a>(x: &[&'a Tensor]) -> Result<(&'a Tensor, &'a Array<i64>), KernelError> {
+    let idx = x[1]
+        .as_i64()
+        .ok_or_else(|| KernelError::Unsupported(format!("indices of dtype {}", x[1].dtype())))?;
+    Ok((x[0], idx))
+}
+
+fn take_rows<T: Element>(table: &Array<T>, idx: &Array<i64>) -> Result<Array<T>, KernelError> {
+    let (rows, width) = (table.dims()[0], table.dims()[1]);
+    let mut out = Vec::with_capacity(idx.len() * width);
+    for (n, &i) in idx.data().iter().enumerate() {
+        let k = checked_index(i, n, rows)?;
+        out.extend_from_slice(&table.data()[k * width..(k + 1) * width]);
+    }
+    let mut dims = idx.dims().to_vec();
+    dims.push(width);
+    Ok(Array::new(dims, out).expect("one row per index"))
+}
+
+fn scatter<T: Element>(
+    u: &Array<T>,
+    idx: &Array<i64>,
+    rows: usize,
+) -> Result<Array<T>, KernelError> {
+    let width = *u.dims().last().expect("rank >= 1");
+    let mut out = vec![T::zero(); rows * width];
+    for (n, &i) in idx.data().iter().enumerate() {
+        let k = checked_index(i, n, rows)?;
+        let src = &u.data()[n * width..(n + 1) * width];
+        for (o, s) in out[k * width..(k + 1) * width].iter_mut().zip(src) {
+            *o = o.clone() + s.clone();
+        }
+    }
+    Ok(Array::new([rows, width], out).expect("rows * width"))
+}
+
+/// One-hot rows of the flattened indices: (N, classes).
+fn one_hot_rows(b: &mut Builder, idx: Var, classes: usize, dtype: DType) -> Result<Var, TypeError> {
+    let n = b.ty(idx).numel();
+    let flat = b.reshape(idx, [n])?;
+    b.one_hot(flat, classes, dtype)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Take;
+
+impl Primitive for Take {
+    fn name(&self) -> &str {
+        "take"
+    }
+    fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
+        crate::ir::Budget::Exact
+    }
+    fn copies_operand_values(&self) -> bool {
+        true
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 2)?;
+        float_operand(inputs, 0)?;
+        index_operand(inputs, 1)?;
+        if inputs[0].rank() != 2 {
+            return Err(TypeError::Operand {
+                index: 0,
+                expected: "a table of rank 2 (rows, width)".to_string(),
+                found: inputs[0].clone(),
+            });
+        }
+        let mut dims = inputs[1].dims().to_vec();
+        dims.push(inputs[0].dims()[1]);
+        Ok(TensorType::new(inputs[0].dtype, dims))
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        Some(rational_indices(x[1]).and_then(|idx| take_rows(x[0], &idx)))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        let (table, idx) = operands(x)?;
+        Ok(match table {
+            Tensor::F32(t) => Tensor::F32(take_rows(t, idx)?),
+            Tensor::F64(t) => Tensor::F64(take_rows(t, idx)?),
+            Tensor::I64(_) => return Err(KernelError::Unsupported("integer table".to_string())),
+        })
+    }
+    fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
+        0
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        let rows = b.ty(x[0]).dims()[0];
+        Ok(vec![Some(b.scatter_rows(u, x[1], rows)?), None])
+    }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        Some((|| {
+            let t = b.ty(x[0]).clone();
+            let out = self.infer(&[t.clone(), b.ty(x[1]).clone()])?;
+            let o = one_hot_rows(b, x[1], t.dims()[0], t.dtype)?;
+            let y = b.matmul(o, x[0])?;
+            b.reshape(y, out.shape)
+        })())
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScatterRows {
+    pub rows: usize,
+}
+
+impl Primitive for ScatterRows {
+    fn name(&self) -> &str {
+        "scatter_rows"
+    }
+    fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
+        crate::ir::Budget::sum(inputs[1].numel())
+    }
+    fn attrs(&self) -> Attrs {
+        crate::ir::attrs_of([("rows", self.rows.into())])
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        arity(inputs, 2)?;
+        float_operand(inputs, 0)?;
+        index_operand(inputs, 1)?;
+        let (u, idx) = (&inputs[0], &inputs[1]);
+        if u.rank() != idx.rank() + 1 || u.dims()[..idx.rank()] != *idx.dims() {
+            return Err(TypeError::Operand {
+                index: 0,
+                expected: format!("rows ({:?}, width) matching indices {idx}", idx.dims()),
+                found: u.clone(),
+            });
+        }
+        if self.rows == 0 {
+            return Err(TypeError::attr(
+                "rows",
+                "expected a positive count, found 0",
+            ));
+        }
+        Ok(TensorType::new(u.dtype, [self.rows, u.dims()[idx.rank()]]))
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        Some(rational_indices(x[1]).and_then(|idx| scatter(x[0], &idx, self.rows)))
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        let (u, idx) = operands(x)?;
+        Ok(match u {
+            Tensor::F32(a) => Tensor::F32(scatter(a, idx, self.rows)?),
+            Tensor::F64(a) => Tensor::F64(scatter(a, idx, self.rows)?),
+            Tensor::I64(_) => return Err(KernelError::Unsupported("integer rows".to_string())),
+        })
+    }
+    fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
+        inputs[0].numel() as u64
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        _y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        Ok(vec![Some(b.take(u, x[1])?), None])
+    }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        Some((|| {
+            let t = b.ty(x[0]).clone();
+            let width = t.dims()[t.rank() - 1];
+            let o = one_hot_rows(b, x[1], self.rows, t.dtype)?;
+            let u2 = b.reshape(x[0], [t.numel() / width, width])?;
+            b.op(Arc::new(MatMul::new(true, false)), &[o, u2])
+        })())
+    }
+}
+
+pub(crate) fn register(r: &mut Registry) {
+    crate::prim::register_unit(r, "take", || Arc::new(Take) as Prim);
+    r.register("scatter_rows", |attrs: &Attrs| {
+        let mut a = AttrReader::new(attrs);
+        let rows = a.usize("rows")?;
+        a.finish()?;
+        Ok(Arc::new(ScatterRows { rows }) as Prim)
+    });
+}

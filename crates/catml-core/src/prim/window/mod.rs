@@ -1,0 +1,4 @@
+//! Sliding-window geometry and lowering blocks shared by convolution and pooling.
+
+pub(crate) mod geometry;
+pub(crate) mod lower;
