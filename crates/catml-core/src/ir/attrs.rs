@@ -159,3 +159,14 @@ fn as_usize_list(key: &str, v: &Value) -> Result<Vec<usize>, TypeError> {
 pub fn attrs_of<const N: usize>(pairs: [(&str, Value); N]) -> Attrs {
     pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
+
+/// Attributes from a JSON object literal written in the source (an example instance's).
+///
+/// # Panics
+/// If `json` is not a JSON object: a defect in the literal, not an input.
+pub fn attrs_json(json: &str) -> Attrs {
+    match serde_json::from_str(json) {
+        Ok(Value::Object(m)) => m,
+        _ => panic!("attrs_json: not a JSON object literal: {json}"),
+    }
+}

@@ -16,7 +16,7 @@ mod registry;
 mod structure;
 mod validate;
 
-pub use attrs::{attrs_of, AttrReader};
+pub use attrs::{attrs_json, attrs_of, AttrReader};
 pub use budget::{Budget, BudgetSite};
 pub use builder::{BuildError, Builder};
 pub use compose::ComposeError;

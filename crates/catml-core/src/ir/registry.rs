@@ -11,6 +11,8 @@ pub type Constructor = Arc<dyn Fn(&Attrs) -> Result<Prim, TypeError> + Send + Sy
 #[derive(Clone, Default)]
 pub struct Registry {
     ctors: BTreeMap<String, Constructor>,
+    /// Attributes of one valid instance, for primitives that have required attributes.
+    examples: BTreeMap<String, Attrs>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -31,6 +33,19 @@ impl Registry {
         ctor: impl Fn(&Attrs) -> Result<Prim, TypeError> + Send + Sync + 'static,
     ) {
         self.ctors.insert(name.to_string(), Arc::new(ctor));
+    }
+
+    /// Records the attributes of one valid instance of `name`, so that tools can ask an
+    /// instance for the primitive's facts ([`Registry::example`]).
+    pub fn set_example(&mut self, name: &str, attrs: Attrs) {
+        self.examples.insert(name.to_string(), attrs);
+    }
+
+    /// One instance of `name`: with its recorded example attributes, else with none.
+    pub fn example(&self, name: &str) -> Option<Prim> {
+        let empty = Attrs::new();
+        let attrs = self.examples.get(name).unwrap_or(&empty);
+        self.construct(name, attrs)?.ok()
     }
 
     pub fn contains(&self, name: &str) -> bool {

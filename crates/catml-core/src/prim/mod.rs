@@ -3,6 +3,7 @@
 //! the registry of built-in names.
 
 pub mod attention;
+pub mod catalog;
 pub mod conv;
 pub mod custom;
 pub mod dispatch;
@@ -25,6 +26,7 @@ pub use conv::forward::Conv;
 pub use custom::closures::CustomPrimitive;
 pub use elementwise::arith::{sum_terms, Add, Mul, Neg, Sub};
 pub use elementwise::unary::{Exp, Log, Reciprocal, Relu, Rsqrt, Sigmoid, Step, Tanh};
+pub use elementwise::{binary_row, unary_row, Binary, Unary, BINARY_ROWS, UNARY_ROWS};
 pub use linalg::linear::Linear;
 pub use linalg::matmul::MatMul;
 pub use pool::avg_pool::AvgPool2d;
@@ -71,6 +73,7 @@ pub fn registry() -> Registry {
     let mut r = Registry::empty();
     elementwise::arith::register(&mut r);
     elementwise::unary::register(&mut r);
+    elementwise::row::register_rows(&mut r, UNARY_ROWS, BINARY_ROWS);
     linalg::matmul::register(&mut r);
     reduce::sum::register(&mut r);
     structural::broadcast::register(&mut r);
@@ -148,6 +151,85 @@ pub trait Ops {
     }
     fn step(&mut self, x: Var) -> Result<Var, TypeError> {
         self.op(Arc::new(Step), &[x])
+    }
+    /// The unary row `name` (see `prim::UNARY_ROWS`) with attribute values in the row's order.
+    fn unary_row(&mut self, name: &str, attrs: &[f64], x: Var) -> Result<Var, TypeError> {
+        let row =
+            unary_row(name).ok_or_else(|| TypeError::Invalid(format!("no unary row `{name}`")))?;
+        let p: Prim = Arc::new(Unary::new(row, attrs.to_vec())?);
+        self.op(p, &[x])
+    }
+    /// The binary row `name` (see `prim::BINARY_ROWS`).
+    fn binary_row(&mut self, name: &str, x: Var, y: Var) -> Result<Var, TypeError> {
+        let row = binary_row(name)
+            .ok_or_else(|| TypeError::Invalid(format!("no binary row `{name}`")))?;
+        self.op(Arc::new(Binary::new(row)), &[x, y])
+    }
+    fn sin(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("sin", &[], x)
+    }
+    fn cos(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("cos", &[], x)
+    }
+    fn sqrt(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("sqrt", &[], x)
+    }
+    fn abs(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("abs", &[], x)
+    }
+    fn sign(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("sign", &[], x)
+    }
+    fn erf(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("erf", &[], x)
+    }
+    fn square(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("square", &[], x)
+    }
+    fn log1p(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("log1p", &[], x)
+    }
+    fn expm1(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("expm1", &[], x)
+    }
+    fn softplus(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("softplus", &[], x)
+    }
+    fn floor(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("floor", &[], x)
+    }
+    fn ceil(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("ceil", &[], x)
+    }
+    fn round(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.unary_row("round", &[], x)
+    }
+    fn gelu(&mut self, x: Var, approximate: bool) -> Result<Var, TypeError> {
+        self.unary_row("gelu", &[f64::from(u8::from(approximate))], x)
+    }
+    fn leaky_relu(&mut self, x: Var, alpha: f64) -> Result<Var, TypeError> {
+        self.unary_row("leaky_relu", &[alpha], x)
+    }
+    fn elu(&mut self, x: Var, alpha: f64) -> Result<Var, TypeError> {
+        self.unary_row("elu", &[alpha], x)
+    }
+    fn clip(&mut self, x: Var, min: f64, max: f64) -> Result<Var, TypeError> {
+        self.unary_row("clip", &[min, max], x)
+    }
+    fn powi(&mut self, x: Var, n: i32) -> Result<Var, TypeError> {
+        self.unary_row("powi", &[f64::from(n)], x)
+    }
+    fn div(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.binary_row("div", x, y)
+    }
+    fn pow(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.binary_row("pow", x, y)
+    }
+    fn maximum(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.binary_row("maximum", x, y)
+    }
+    fn minimum(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.binary_row("minimum", x, y)
     }
     fn reciprocal(&mut self, x: Var) -> Result<Var, TypeError> {
         self.op(Arc::new(Reciprocal), &[x])
@@ -379,5 +461,40 @@ impl Ops for Builder {
     }
     fn var_type(&self, v: Var) -> TensorType {
         self.ty(v).clone()
+    }
+}
+
+#[cfg(test)]
+mod registry_facts {
+    use super::builtins;
+
+    #[test]
+    fn every_builtin_has_an_example_instance() {
+        let r = builtins();
+        let missing: Vec<&str> = r.names().filter(|n| r.example(n).is_none()).collect();
+        assert!(missing.is_empty(), "no example instance: {missing:?}");
+    }
+
+    #[test]
+    fn the_core_fragment_is_the_fourteen_primitives() {
+        let mut core = crate::transform::core_fragment();
+        core.sort();
+        let expected = [
+            "add",
+            "broadcast",
+            "concat",
+            "constant",
+            "exp",
+            "gather",
+            "matmul",
+            "mul",
+            "permute",
+            "reciprocal",
+            "reshape",
+            "rsqrt",
+            "sum",
+            "tanh",
+        ];
+        assert_eq!(core, expected);
     }
 }

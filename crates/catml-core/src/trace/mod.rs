@@ -54,6 +54,7 @@ mod jvp;
 mod operators;
 mod ops;
 mod outputs;
+mod rows;
 mod staged;
 mod tracing;
 mod value;

@@ -197,7 +197,7 @@ pub(crate) fn apply_at(location: CallSite, prim: Prim, operands: &[&Value]) -> V
     }
 }
 
-fn operand_types(operands: &[&Value]) -> OperandTypes {
+pub(crate) fn operand_types(operands: &[&Value]) -> OperandTypes {
     OperandTypes(operands.iter().filter_map(|v| v.ty().ok()).collect())
 }
 

@@ -2,53 +2,47 @@
 //! recursively, until no node can be expanded further.
 //!
 //! For the composites (softmax, layer norm, attention, losses, take, linear, ...) what remains
-//! is the documents' core fragment ([`CORE_FRAGMENT`]) plus the few primitives the core cannot
-//! express ([`LOWERING_EXTRAS`]): the core fragment has no logarithm, no maximum and no runtime
+//! is the core fragment ([`core_fragment`]) plus the few primitives the core cannot
+//! express ([`lowering_extras`]): the core fragment has no logarithm, no maximum and no runtime
 //! indices. Primitives without an expansion (log, relu, step, convert, user primitives) stay
 //! as they are; [`outside_core`] lists what a lowered program still uses. Names stay readable: the last node of the expansion of
 //! `y` keeps the name `y`, the others are `y/<op>` (`y/exp`, `y/exp.1`, ...), and every
 //! expanded node keeps the original node's tag.
 
-use crate::ir::{Builder, InputKind, Node, Program, TypeError, Var};
+use crate::ir::{Builder, Fragment, InputKind, Node, Program, TypeError, Var};
+use crate::prim::builtins;
 use crate::tensor::TensorType;
 
-/// The documents' core fragment (001 §2).
-pub const CORE_FRAGMENT: &[&str] = &[
-    "constant",
-    "add",
-    "mul",
-    "reshape",
-    "permute",
-    "broadcast",
-    "gather",
-    "sum",
-    "concat",
-    "matmul",
-    "exp",
-    "tanh",
-    "reciprocal",
-    "rsqrt",
-];
+/// The names of the core fragment's primitives in the built-in registry (each primitive
+/// states its [`Fragment`]; `docs/lowering.md` says why these).
+pub fn core_fragment() -> Vec<String> {
+    fragment_members(|f| f == Fragment::Core)
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect()
+}
 
-/// Primitives that lowerings may leave besides the core fragment, and why each is needed.
-pub const LOWERING_EXTRAS: &[(&str, &str)] = &[
-    (
-        "log",
-        "log_softmax and cross_entropy need a logarithm, which the core fragment lacks",
-    ),
-    (
-        "reduce_max",
-        "the stabilising shift of softmax-like lowerings (always under stop_gradient)",
-    ),
-    (
-        "stop_gradient",
-        "marks that shift derivative-free, which is exact since softmax is shift-invariant",
-    ),
-    (
-        "one_hot",
-        "turns runtime integer indices (take, scatter_rows, cross_entropy) into a matrix",
-    ),
-];
+/// Primitives that lowerings may leave besides the core fragment, each with why it is needed.
+pub fn lowering_extras() -> Vec<(String, &'static str)> {
+    fragment_members(|f| matches!(f, Fragment::LoweringExtra(_)))
+        .into_iter()
+        .map(|(n, f)| match f {
+            Fragment::LoweringExtra(why) => (n, why),
+            _ => unreachable!("filtered to lowering extras"),
+        })
+        .collect()
+}
+
+/// Built-in primitives (made with default attributes) whose fragment passes `keep`.
+fn fragment_members(keep: impl Fn(Fragment) -> bool) -> Vec<(String, Fragment)> {
+    let r = builtins();
+    r.names()
+        .filter_map(|n| {
+            let p = r.example(n)?;
+            keep(p.fragment()).then(|| (n.to_string(), p.fragment()))
+        })
+        .collect()
+}
 
 /// How many nested expansions a node may need before the pass gives up (a lowering that
 /// emits itself would otherwise never stop).
@@ -107,8 +101,8 @@ pub fn outside_core(p: &Program) -> Vec<String> {
     let mut names: Vec<String> = p
         .nodes()
         .iter()
+        .filter(|n| n.prim.fragment() != Fragment::Core)
         .map(|n| n.prim.name().to_string())
-        .filter(|n| !CORE_FRAGMENT.contains(&n.as_str()))
         .collect();
     names.sort();
     names.dedup();

@@ -6,4 +6,4 @@
 mod lower;
 pub mod rewrite;
 
-pub use lower::{lower, outside_core, LowerError, CORE_FRAGMENT, LOWERING_EXTRAS};
+pub use lower::{core_fragment, lower, lowering_extras, outside_core, LowerError};

@@ -47,7 +47,8 @@ pub fn prune(p: &Program) -> Result<Rewritten, BuildError> {
 
 /// Whether a node is `reshape` to its operand's own type.
 fn is_identity_reshape(p: &Program, n: &Node) -> bool {
-    n.prim.name() == "reshape" && n.operands.len() == 1 && *p.ty(n.operands[0]) == n.ty
+    let inputs: Vec<_> = n.operands.iter().map(|o| p.ty(*o).clone()).collect();
+    n.prim.is_identity(&inputs, &n.ty)
 }
 
 /// Replaces every reshape whose result type equals its operand's type by the operand.

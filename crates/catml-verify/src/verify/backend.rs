@@ -2,7 +2,7 @@
 //!
 //! Local error budgets. Every node of generated programs is re-run alone on its actual operands
 //! rounded to f32, in f32 (ŷ) and in f64 (y, the reference on the same inputs); each primitive
-//! states its budget per element (`budgets.rs`): exact for structural maps, a few u|y| for
+//! states its budget per element (`Primitive::f32_budget`, `docs/budgets.md`): exact for structural maps, a few u|y| for
 //! correctly rounded and library functions, γ_k S for sums of k terms (S the primitive on the
 //! operands' absolute values, valid for any order of summation), and a formula of the operands
 //! for the softmax family, attention and the losses.
@@ -21,12 +21,13 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use super::budgets::{budget, signed_operand, terms, Budget, Site, ETA32, U32};
 use super::generate::{generate, random_inputs, GenConfig};
 use super::numeric::{flat, max_abs};
 use super::rewrites::with_all_values;
 use super::{Ctx, FamilyReport, Tally};
 use crate::interp;
+use crate::ir::budget::{ETA32, U32};
+use crate::ir::{Budget, BudgetSite};
 use crate::ir::{Builder, InputKind, Node, Program, Var};
 use crate::prim::Ops;
 use crate::tensor::{DType, Tensor, TensorType};
@@ -123,7 +124,7 @@ fn local_errors(
     };
     for n in p.nodes() {
         let name = n.prim.name();
-        if n.operands.is_empty() || name == "convert" {
+        if n.operands.is_empty() {
             continue;
         }
         // Operands rounded to f32; the reference reads the same (widened) values.
@@ -136,18 +137,8 @@ fn local_errors(
             .iter()
             .map(|o| as_dtype(o, DType::F64, |v| v))
             .collect();
-        let abs64: Vec<Tensor> = ops64
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                if signed_operand(name, i) {
-                    o.clone()
-                } else {
-                    as_dtype(o, DType::F64, f64::abs)
-                }
-            })
-            .collect();
         let types = |ts: &[Tensor]| ts.iter().map(Tensor::ty).collect::<Vec<_>>();
+        let b = n.prim.f32_budget(&types(&ops64), &n.ty);
         let (Some(p32), Some(p64)) = (single(n, &types(&ops32)), single(n, &types(&ops64))) else {
             t.fail(format!(
                 "program {k}: node `{}` does not rebuild alone",
@@ -170,22 +161,29 @@ fn local_errors(
         } else {
             max_abs(&err) / norm
         };
-        let site = Site {
-            node: n,
+        let site = BudgetSite {
             dims: ops64.iter().map(|o| o.shape().dims().to_vec()).collect(),
             ops: ops64.iter().map(Tensor::to_f64_vec).collect(),
             y: &y64,
         };
-        let b = budget(name);
         // Per element budget, with 2^-40 |y| for the reference's own rounding.
-        let allowed: Option<Vec<f64>> = match b {
+        let allowed: Option<Vec<f64>> = match &b {
             Budget::Exact => Some(vec![0.0; y64.len()]),
             // Each rounding of a product or quotient may also underflow by ETA32.
             Budget::Relative(c) => {
                 Some(y64.iter().map(|y| c * U32 * y.abs() + c * ETA32).collect())
             }
-            Budget::Sum(extra) => {
-                let k = (terms(&site) + extra) as f64;
+            Budget::Sum { terms, signed } => {
+                // S: the primitive on the operands' magnitudes (selecting operands keep signs).
+                let abs64: Vec<Tensor> = ops64
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| match signed.contains(&i) {
+                        true => o.clone(),
+                        false => as_dtype(o, DType::F64, f64::abs),
+                    })
+                    .collect();
+                let k = *terms as f64;
                 let gamma = k * U32 / (1.0 - k * U32);
                 interp::eval(&p64, &abs64)
                     .ok()
@@ -196,16 +194,7 @@ fn local_errors(
         };
         let s = stats.entry(name.to_string()).or_default();
         s.instances += 1;
-        s.budget = match b {
-            Budget::Exact => "exact".to_string(),
-            Budget::Relative(c) => format!("{c} (u |y| + eta) per element"),
-            Budget::Sum(0) => "gamma_k S + k eta, S the primitive on absolute values".to_string(),
-            Budget::Sum(e) => {
-                format!("gamma_(k+{e}) S + (k+{e}) eta, S the primitive on absolute values")
-            }
-            Budget::Formula(_, text) => text.to_string(),
-            Budget::Measured => "measured only".to_string(),
-        };
+        s.budget = b.to_string();
         s.max_rel_error_u = s.max_rel_error_u.max(rel / U32);
         if let Some(allowed) = allowed {
             let slack = 2f64.powi(-40) * norm;

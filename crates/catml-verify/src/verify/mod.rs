@@ -22,7 +22,6 @@
 //! seed gives one results file apart from the wall times.
 
 mod backend;
-mod budgets;
 mod edge;
 mod gathers;
 pub mod generate;

@@ -18,7 +18,8 @@ use super::conv_kernel::{
 use super::conv_spec::ConvSpec;
 use super::forward::Conv;
 use crate::ir::{
-    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+    attrs_json, AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError,
+    TypeError, Var,
 };
 use crate::prim::dispatch::{arity, eval_float, FloatKernel};
 use crate::prim::window::geometry::{insert_size, narrow, read_size, widen};
@@ -122,6 +123,9 @@ impl Primitive for ConvInputGrad {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn has_rational_eval(&self) -> bool {
+        true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let g = self.geom(x[0].dims(), x[1].dims());
@@ -240,6 +244,9 @@ impl Primitive for ConvWeightGrad {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let g = self.geom(x[0].dims(), x[1].dims());
         let dw = conv_weight_grad_direct(x[0].data(), x[1].data(), &g);
@@ -302,5 +309,10 @@ pub(crate) fn register(r: &mut Registry) {
             a.finish()?;
             Ok(Arc::new(ConvWeightGrad::new(spec, kernel_size)) as Prim)
         });
+        let size = if rank == 1 { "[3]" } else { "[3, 3]" };
+        let input = format!(r#"{{"input_size": {size}}}"#);
+        r.set_example(&format!("{spec_name}_input_grad"), attrs_json(&input));
+        let kernel = format!(r#"{{"kernel_size": {size}}}"#);
+        r.set_example(&format!("{spec_name}_weight_grad"), attrs_json(&kernel));
     }
 }

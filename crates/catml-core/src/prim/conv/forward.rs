@@ -80,6 +80,9 @@ impl Primitive for Conv {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let g = self.spec.geom(x[0].dims(), x[1].dims());
         let bias = x.get(2).map(|b| b.data());

@@ -86,6 +86,9 @@ impl Primitive for Add {
     fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
         or_eval(zip_in_place(self, x), |x| self.eval(x))
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -140,6 +143,9 @@ impl Primitive for Sub {
     }
     fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
         or_eval(zip_in_place(self, x), |x| self.eval(x))
+    }
+    fn has_rational_eval(&self) -> bool {
+        true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
@@ -207,6 +213,9 @@ impl Primitive for Neg {
     fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
         or_eval(map_in_place(self, x), |x| self.eval(x))
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -268,6 +277,9 @@ impl Primitive for Mul {
     }
     fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
         or_eval(zip_in_place(self, x), |x| self.eval(x))
+    }
+    fn has_rational_eval(&self) -> bool {
+        true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)

@@ -1,5 +1,22 @@
 //! Elementwise maps: arithmetic, the unary functions, and fused pullbacks.
 
 pub(crate) mod arith;
+pub mod binary_rows;
+pub mod row;
 pub(crate) mod tanh_pullback;
 pub(crate) mod unary;
+pub mod unary_rows;
+
+pub use binary_rows::BINARY_ROWS;
+pub use row::{AttrKind, AttrSpec, Binary, BinaryRow, Domain, Interval, Unary, UnaryRow};
+pub use unary_rows::UNARY_ROWS;
+
+/// The unary row named `name`.
+pub fn unary_row(name: &str) -> Option<&'static UnaryRow> {
+    UNARY_ROWS.iter().find(|r| r.name == name)
+}
+
+/// The binary row named `name`.
+pub fn binary_row(name: &str) -> Option<&'static BinaryRow> {
+    BINARY_ROWS.iter().find(|r| r.name == name)
+}

@@ -77,6 +77,9 @@ impl Primitive for TanhPullback {
     fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
         or_eval(zip_in_place(self, x), |x| self.eval(x))
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }

@@ -83,6 +83,9 @@ impl Primitive for Linear {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let (batch, inp, out) = sizes(x[0].dims(), x[1].dims());
         let mut y = matmul_generic(

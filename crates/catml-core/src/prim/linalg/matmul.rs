@@ -113,6 +113,9 @@ impl Primitive for MatMul {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         Some(Ok(self.run(x, matmul_generic)))
     }

@@ -59,6 +59,9 @@ impl Primitive for Mse {
             ))),
         }
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let n = Rational::from_integer((x[0].len() as i64).into());
         Some(Ok(Array::scalar(sum_squares(x[0], x[1]) / n)))

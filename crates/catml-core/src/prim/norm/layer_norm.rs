@@ -272,4 +272,8 @@ pub(crate) fn register(r: &mut Registry) {
         ln.check_eps()?;
         Ok(Arc::new(ln) as Prim)
     });
+    r.set_example(
+        "layer_norm",
+        crate::ir::attrs_json(r#"{"axes": [0], "eps": 1e-5}"#),
+    );
 }

@@ -59,6 +59,9 @@ impl Primitive for AvgPool2d {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let g = self.attrs.geom(x[0].dims());
         let k = Rational::one() / Rational::from_integer(self.attrs.window().into());

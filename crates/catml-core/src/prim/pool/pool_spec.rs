@@ -189,4 +189,5 @@ pub(crate) fn register_pool(r: &mut Registry, name: &str, make: fn(Pool2dAttrs) 
         a.finish()?;
         Ok(make(attrs))
     });
+    r.set_example(name, crate::ir::attrs_json(r#"{"kernel": [2, 2]}"#));
 }

@@ -47,6 +47,9 @@ impl Primitive for SumPool2d {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -116,6 +119,9 @@ impl Primitive for SumPool2dTranspose {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -159,4 +165,8 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(SumPool2dTranspose { attrs, input_size }) as Prim)
     });
+    r.set_example(
+        "sum_pool2d_transpose",
+        crate::ir::attrs_json(r#"{"kernel": [2, 2], "input_size": [4, 4]}"#),
+    );
 }

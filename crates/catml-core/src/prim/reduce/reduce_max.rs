@@ -101,6 +101,9 @@ impl Primitive for ReduceMax {
             )),
         }
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         Some(Ok(self.run(x[0])))
     }
@@ -206,6 +209,9 @@ impl Primitive for MaxWeights {
                 "max_weights of integers".to_string(),
             )),
         }
+    }
+    fn has_rational_eval(&self) -> bool {
+        true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         Some(Ok(self.run(x[0], |k| {

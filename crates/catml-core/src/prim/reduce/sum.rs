@@ -82,6 +82,9 @@ impl Primitive for Sum {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }

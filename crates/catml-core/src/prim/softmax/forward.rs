@@ -238,4 +238,6 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(LogSoftmax { axis }) as Prim)
     });
+    r.set_example("softmax", crate::ir::attrs_json(r#"{"axis": 0}"#));
+    r.set_example("log_softmax", crate::ir::attrs_json(r#"{"axis": 0}"#));
 }

@@ -163,6 +163,9 @@ impl Primitive for SoftmaxPullback {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let c = rational_from_f64(self.scale).expect("the type rule admits finite scales only");
         Some(Ok(exact(x[0], x[1], self.axis, c)))
@@ -234,4 +237,5 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(SoftmaxPullback { axis, scale }) as Prim)
     });
+    r.set_example("softmax_pullback", crate::ir::attrs_json(r#"{"axis": 0}"#));
 }

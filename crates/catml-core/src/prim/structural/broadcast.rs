@@ -91,6 +91,9 @@ impl Primitive for Broadcast {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -186,6 +189,9 @@ impl Primitive for BroadcastRows {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -234,4 +240,9 @@ pub(crate) fn register(r: &mut Registry) {
         }
         Ok(Arc::new(BroadcastRows { rows }) as Prim)
     });
+    r.set_example(
+        "broadcast",
+        crate::ir::attrs_json(r#"{"shape": [1], "dims": [0]}"#),
+    );
+    r.set_example("broadcast_rows", crate::ir::attrs_json(r#"{"rows": 1}"#));
 }

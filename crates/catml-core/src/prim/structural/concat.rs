@@ -86,6 +86,9 @@ impl Primitive for Concat {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -144,4 +147,5 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(Concat { axis }) as Prim)
     });
+    r.set_example("concat", crate::ir::attrs_json(r#"{"axis": 0}"#));
 }

@@ -39,6 +39,9 @@ impl Primitive for Constant {
     fn eval(&self, _x: &[&Tensor]) -> Result<Tensor, KernelError> {
         Ok(self.value.clone())
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, _x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let values = self.value.to_f64_vec();
         let data = values
@@ -91,4 +94,8 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(Constant::new(value)) as Prim)
     });
+    r.set_example(
+        "constant",
+        crate::ir::attrs_json(r#"{"value": {"dtype": "f64", "shape": [], "data": [0.0]}}"#),
+    );
 }

@@ -19,6 +19,10 @@ impl Primitive for Convert {
     fn name(&self) -> &str {
         "convert"
     }
+    fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
+        // Operands are f32 values in both runs, so both conversions give the same numbers.
+        crate::ir::Budget::Exact
+    }
     fn smooth(&self) -> bool {
         // A conversion to f32 rounds: finite differences through it measure the rounding.
         false
@@ -55,6 +59,9 @@ impl Primitive for Convert {
                 )))
             }
         })
+    }
+    fn has_rational_eval(&self) -> bool {
+        true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         // Exact arithmetic has one number type; conversion is the identity there.
@@ -97,4 +104,5 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(Convert { dtype }) as Prim)
     });
+    r.set_example("convert", crate::ir::attrs_json(r#"{"dtype": "f64"}"#));
 }

@@ -91,6 +91,9 @@ impl Primitive for Gather {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -192,6 +195,9 @@ impl Primitive for ScatterAdd {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -234,4 +240,12 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(ScatterAdd::new(axis, indices, size)) as Prim)
     });
+    r.set_example(
+        "gather",
+        crate::ir::attrs_json(r#"{"axis": 0, "indices": [0]}"#),
+    );
+    r.set_example(
+        "scatter_add",
+        crate::ir::attrs_json(r#"{"axis": 0, "indices": [0], "size": 1}"#),
+    );
 }

@@ -65,6 +65,9 @@ impl Primitive for Reshape {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         Ok(x[0].reshaped(self.shape.clone()))
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -158,6 +161,9 @@ impl Primitive for Permute {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_ring(self, x)
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         eval_ring_rational(self, x)
     }
@@ -197,4 +203,6 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(Permute::new(perm)) as Prim)
     });
+    r.set_example("reshape", crate::ir::attrs_json(r#"{"shape": [1]}"#));
+    r.set_example("permute", crate::ir::attrs_json(r#"{"perm": [0]}"#));
 }

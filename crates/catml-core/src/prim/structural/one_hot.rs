@@ -119,6 +119,9 @@ impl Primitive for OneHot {
         };
         t.map_err(|e| KernelError::Unsupported(e.to_string()))
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         Some((|| {
             let idx = rational_indices(x[0])?;
@@ -159,4 +162,8 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(OneHot { classes, dtype }) as Prim)
     });
+    r.set_example(
+        "one_hot",
+        crate::ir::attrs_json(r#"{"classes": 2, "dtype": "f64"}"#),
+    );
 }

@@ -32,6 +32,9 @@ impl Primitive for StopGradient {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         Ok(x[0].clone())
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         Some(Ok(x[0].clone()))
     }

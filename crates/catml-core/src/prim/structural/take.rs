@@ -91,6 +91,9 @@ impl Primitive for Take {
         dims.push(inputs[0].dims()[1]);
         Ok(TensorType::new(inputs[0].dtype, dims))
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         Some(rational_indices(x[1]).and_then(|idx| take_rows(x[0], &idx)))
     }
@@ -170,6 +173,9 @@ impl Primitive for ScatterRows {
         }
         Ok(TensorType::new(u.dtype, [self.rows, u.dims()[idx.rank()]]))
     }
+    fn has_rational_eval(&self) -> bool {
+        true
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         Some(rational_indices(x[1]).and_then(|idx| scatter(x[0], &idx, self.rows)))
     }
@@ -221,4 +227,5 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(ScatterRows { rows }) as Prim)
     });
+    r.set_example("scatter_rows", crate::ir::attrs_json(r#"{"rows": 1}"#));
 }

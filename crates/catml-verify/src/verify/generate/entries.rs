@@ -1,5 +1,7 @@
-//! The generator table: one row per primitive, and each row's rule for drawing an application
-//! of it. A new primitive gets a `gen_<name>` function and a row in [`ENTRIES`].
+//! The generator table: one row per primitive that is not an elementwise row, and each row's
+//! rule for drawing an application of it. Elementwise rows (`prim::elementwise`) need no entry:
+//! their operand domains, caps and ranges are drawn from the row itself (`rows.rs`). Whether an
+//! entry's primitive is smooth or rational is asked of the primitive, not restated here.
 
 use std::sync::Arc;
 
@@ -18,10 +20,6 @@ type BuildFn = fn(&mut Gen) -> Result<Val, GenError>;
 pub struct Entry {
     /// The registry name of the primitive it exercises.
     pub name: &'static str,
-    /// Smooth where generated, with exact derivative rules (finite differences apply).
-    pub smooth: bool,
-    /// Has an exact rational evaluation.
-    pub rational: bool,
     /// Relative frequency.
     pub weight: u32,
     /// Draws one application onto the generator's pool.
@@ -36,80 +34,66 @@ impl std::fmt::Debug for Entry {
 
 /// The generator table: one row per primitive. A new primitive's row goes here.
 pub const ENTRIES: &[Entry] = &[
-    entry("add", true, true, 3, gen_add),
-    entry("sub", true, true, 2, gen_sub),
-    entry("neg", true, true, 1, gen_neg),
-    entry("mul", true, true, 3, gen_mul),
-    entry("exp", true, false, 2, gen_exp),
-    entry("log", true, false, 1, gen_log),
-    entry("tanh", true, false, 2, gen_tanh),
-    entry("sigmoid", true, false, 1, gen_sigmoid),
-    entry("relu", false, true, 1, gen_relu),
-    entry("step", false, true, 1, gen_step),
-    entry("reciprocal", true, true, 1, gen_reciprocal),
-    entry("rsqrt", true, false, 1, gen_rsqrt),
-    entry("matmul", true, true, 3, gen_matmul),
-    entry("sum", true, true, 2, gen_sum),
-    entry("broadcast", true, true, 1, gen_broadcast),
-    entry("broadcast_rows", true, true, 1, gen_broadcast_rows),
-    entry("reshape", true, true, 2, gen_reshape),
-    entry("permute", true, true, 1, gen_permute),
-    entry("gather", true, true, 2, gen_gather),
-    entry("scatter_add", true, true, 1, gen_scatter_add),
-    entry("concat", true, true, 2, gen_concat),
-    entry("constant", true, true, 1, gen_constant),
-    entry("convert", false, true, 1, gen_convert),
-    entry("linear", true, true, 2, gen_linear),
-    entry("stop_gradient", false, true, 1, gen_stop_gradient),
+    entry("add", 3, gen_add),
+    entry("sub", 2, gen_sub),
+    entry("neg", 1, gen_neg),
+    entry("mul", 3, gen_mul),
+    entry("exp", 2, gen_exp),
+    entry("log", 1, gen_log),
+    entry("tanh", 2, gen_tanh),
+    entry("sigmoid", 1, gen_sigmoid),
+    entry("relu", 1, gen_relu),
+    entry("step", 1, gen_step),
+    entry("reciprocal", 1, gen_reciprocal),
+    entry("rsqrt", 1, gen_rsqrt),
+    entry("matmul", 3, gen_matmul),
+    entry("sum", 2, gen_sum),
+    entry("broadcast", 1, gen_broadcast),
+    entry("broadcast_rows", 1, gen_broadcast_rows),
+    entry("reshape", 2, gen_reshape),
+    entry("permute", 1, gen_permute),
+    entry("gather", 2, gen_gather),
+    entry("scatter_add", 1, gen_scatter_add),
+    entry("concat", 2, gen_concat),
+    entry("constant", 1, gen_constant),
+    entry("convert", 1, gen_convert),
+    entry("linear", 2, gen_linear),
+    entry("stop_gradient", 1, gen_stop_gradient),
     // Composites: windows (generate/windows.rs).
-    entry("conv1d", true, true, 1, gen_conv1d),
-    entry("conv2d", true, true, 2, gen_conv2d),
-    entry("conv1d_input_grad", true, true, 1, gen_conv1d_input_grad),
-    entry("conv2d_input_grad", true, true, 1, gen_conv2d_input_grad),
-    entry("conv1d_weight_grad", true, true, 1, gen_conv1d_weight_grad),
-    entry("conv2d_weight_grad", true, true, 1, gen_conv2d_weight_grad),
-    entry("sum_pool2d", true, true, 1, gen_sum_pool2d),
-    entry(
-        "sum_pool2d_transpose",
-        true,
-        true,
-        1,
-        gen_sum_pool2d_transpose,
-    ),
-    entry("avg_pool2d", true, true, 1, gen_avg_pool2d),
-    entry("max_pool2d", false, true, 1, gen_max_pool2d),
-    entry("max_pool2d_select", false, true, 1, gen_max_pool2d_select),
-    entry("max_pool2d_scatter", false, true, 1, gen_max_pool2d_scatter),
+    entry("conv1d", 1, gen_conv1d),
+    entry("conv2d", 2, gen_conv2d),
+    entry("conv1d_input_grad", 1, gen_conv1d_input_grad),
+    entry("conv2d_input_grad", 1, gen_conv2d_input_grad),
+    entry("conv1d_weight_grad", 1, gen_conv1d_weight_grad),
+    entry("conv2d_weight_grad", 1, gen_conv2d_weight_grad),
+    entry("sum_pool2d", 1, gen_sum_pool2d),
+    entry("sum_pool2d_transpose", 1, gen_sum_pool2d_transpose),
+    entry("avg_pool2d", 1, gen_avg_pool2d),
+    entry("max_pool2d", 1, gen_max_pool2d),
+    entry("max_pool2d_select", 1, gen_max_pool2d_select),
+    entry("max_pool2d_scatter", 1, gen_max_pool2d_scatter),
     // Composites: the rest (generate/composites.rs).
-    entry("reduce_max", false, true, 1, gen_reduce_max),
-    entry("max_weights", false, true, 1, gen_max_weights),
-    entry("softmax", true, false, 2, gen_softmax),
-    entry("log_softmax", true, false, 1, gen_log_softmax),
-    entry("softmax_pullback", true, true, 1, gen_softmax_pullback),
-    entry("tanh_pullback", true, true, 1, gen_tanh_pullback),
-    entry("masked_softmax", true, false, 1, gen_masked_softmax),
-    entry("batch_matmul", true, true, 2, gen_batch_matmul),
-    entry("attention_probs", true, false, 1, gen_attention_probs),
-    entry("sdpa", true, false, 1, gen_sdpa),
-    entry("layer_norm", true, false, 1, gen_layer_norm),
-    entry("cross_entropy", true, false, 1, gen_cross_entropy),
-    entry("mse", true, true, 1, gen_mse),
-    entry("take", true, true, 1, gen_take),
-    entry("scatter_rows", true, true, 1, gen_scatter_rows),
-    entry("one_hot", true, true, 1, gen_one_hot),
+    entry("reduce_max", 1, gen_reduce_max),
+    entry("max_weights", 1, gen_max_weights),
+    entry("softmax", 2, gen_softmax),
+    entry("log_softmax", 1, gen_log_softmax),
+    entry("softmax_pullback", 1, gen_softmax_pullback),
+    entry("tanh_pullback", 1, gen_tanh_pullback),
+    entry("masked_softmax", 1, gen_masked_softmax),
+    entry("batch_matmul", 2, gen_batch_matmul),
+    entry("attention_probs", 1, gen_attention_probs),
+    entry("sdpa", 1, gen_sdpa),
+    entry("layer_norm", 1, gen_layer_norm),
+    entry("cross_entropy", 1, gen_cross_entropy),
+    entry("mse", 1, gen_mse),
+    entry("take", 1, gen_take),
+    entry("scatter_rows", 1, gen_scatter_rows),
+    entry("one_hot", 1, gen_one_hot),
 ];
 
-const fn entry(
-    name: &'static str,
-    smooth: bool,
-    rational: bool,
-    weight: u32,
-    build: BuildFn,
-) -> Entry {
+const fn entry(name: &'static str, weight: u32, build: BuildFn) -> Entry {
     Entry {
         name,
-        smooth,
-        rational,
         weight,
         build,
     }

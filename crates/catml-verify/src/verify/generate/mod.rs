@@ -35,80 +35,7 @@ use crate::ir::{BuildError, Builder, InputKind, Prim, Program, TypeError, Var};
 use crate::prim::{self, Ops};
 use crate::tensor::{DType, Shape, Tensor, TensorType};
 
-/// A closed interval holding every element of a value.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Interval {
-    pub lo: f64,
-    pub hi: f64,
-}
-
-impl Interval {
-    pub fn new(lo: f64, hi: f64) -> Interval {
-        Interval { lo, hi }
-    }
-
-    /// max(|lo|, |hi|)
-    pub fn mag(self) -> f64 {
-        self.lo.abs().max(self.hi.abs())
-    }
-
-    pub fn hull(self, o: Interval) -> Interval {
-        Interval::new(self.lo.min(o.lo), self.hi.max(o.hi))
-    }
-
-    /// [a.lo + b.lo, a.hi + b.hi]
-    pub fn plus(self, o: Interval) -> Interval {
-        Interval::new(self.lo + o.lo, self.hi + o.hi)
-    }
-
-    /// [a.lo - b.hi, a.hi - b.lo]
-    pub fn minus(self, o: Interval) -> Interval {
-        Interval::new(self.lo - o.hi, self.hi - o.lo)
-    }
-
-    /// The hull of the four corner products.
-    pub fn times(self, o: Interval) -> Interval {
-        let c = [
-            self.lo * o.lo,
-            self.lo * o.hi,
-            self.hi * o.lo,
-            self.hi * o.hi,
-        ];
-        Interval::new(
-            c.iter().cloned().fold(f64::INFINITY, f64::min),
-            c.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-        )
-    }
-
-    /// x ⊙ x for one value (both operands the same element): [0 or min², max²].
-    pub fn square(self) -> Interval {
-        let (a, b) = (self.lo * self.lo, self.hi * self.hi);
-        if self.lo <= 0.0 && self.hi >= 0.0 {
-            Interval::new(0.0, a.max(b))
-        } else {
-            Interval::new(a.min(b), a.max(b))
-        }
-    }
-
-    pub fn negated(self) -> Interval {
-        Interval::new(-self.hi, -self.lo)
-    }
-
-    /// c·x for c >= 0.
-    pub fn scale(self, c: f64) -> Interval {
-        Interval::new(self.lo * c, self.hi * c)
-    }
-
-    /// f applied to both ends, for increasing f.
-    pub fn increasing(self, f: impl Fn(f64) -> f64) -> Interval {
-        Interval::new(f(self.lo), f(self.hi))
-    }
-
-    /// [-m, m]
-    pub fn symmetric(m: f64) -> Interval {
-        Interval::new(-m, m)
-    }
-}
+pub use crate::prim::elementwise::Interval;
 
 /// An extra elementwise primitive for the generator (a user's custom primitive, or a deliberately
 /// wrong rule in a test): applied to values of magnitude <= `cap`, its result lies in
@@ -218,29 +145,37 @@ pub struct Val {
 
 mod composites;
 mod entries;
+mod rows;
 mod windows;
 
 pub use entries::{Entry, ENTRIES};
 
-/// Every entry's name.
+/// Every entry's name, then every elementwise row's.
 pub fn all_names() -> Vec<String> {
-    ENTRIES.iter().map(|e| e.name.to_string()).collect()
-}
-
-/// Entries that are smooth where generated with exact rules.
-pub fn smooth_names() -> Vec<String> {
     ENTRIES
         .iter()
-        .filter(|e| e.smooth)
-        .map(|e| e.name.to_string())
+        .map(|e| e.name)
+        .chain(rows::names())
+        .map(str::to_string)
         .collect()
 }
 
-/// Registered primitives without a generator entry.
+/// The primitives the generator draws that are smooth with exact rules where generated, as
+/// each primitive says of itself ([`crate::ir::Primitive::smooth`]).
+pub fn smooth_names() -> Vec<String> {
+    let r = prim::builtins();
+    all_names()
+        .into_iter()
+        .filter(|n| r.example(n).is_some_and(|p| p.smooth()))
+        .collect()
+}
+
+/// Registered primitives the generator cannot draw.
 pub fn uncovered(registry: &crate::ir::Registry) -> Vec<String> {
+    let drawn = all_names();
     registry
         .names()
-        .filter(|n| !ENTRIES.iter().any(|e| e.name == *n))
+        .filter(|n| !drawn.iter().any(|d| d == n))
         .map(str::to_string)
         .collect()
 }
@@ -271,6 +206,14 @@ pub struct Gen<'a> {
     entry: String,
 }
 
+/// What one generator step may apply.
+enum Choice<'a> {
+    Entry(&'a Entry),
+    Unary(&'static prim::elementwise::UnaryRow),
+    Binary(&'static prim::elementwise::BinaryRow),
+    Extra(&'a UnaryEntry),
+}
+
 /// Draws the program named by `seed`.
 pub fn generate(cfg: &GenConfig, seed: u64) -> Result<Program, GenError> {
     generate_with_ranges(cfg, seed).map(|(p, _)| p)
@@ -282,16 +225,19 @@ pub fn generate_with_ranges(
     cfg: &GenConfig,
     seed: u64,
 ) -> Result<(Program, Vec<Interval>), GenError> {
-    let mut choices: Vec<(u32, Option<&Entry>, Option<&UnaryEntry>)> = Vec::new();
+    let mut choices: Vec<(u32, Choice)> = Vec::new();
     for name in &cfg.prims {
-        let e = ENTRIES
-            .iter()
-            .find(|e| e.name == name)
-            .ok_or_else(|| GenError::UnknownEntry(name.clone()))?;
-        choices.push((e.weight, Some(e), None));
+        let c = match ENTRIES.iter().find(|e| e.name == name) {
+            Some(e) => (e.weight, Choice::Entry(e)),
+            None => (
+                1,
+                rows::choice(name).ok_or_else(|| GenError::UnknownEntry(name.clone()))?,
+            ),
+        };
+        choices.push(c);
     }
     for u in &cfg.extra_unary {
-        choices.push((2, None, Some(u)));
+        choices.push((2, Choice::Extra(u)));
     }
     if choices.is_empty() {
         return Err(GenError::Empty);
@@ -313,7 +259,7 @@ pub fn generate_with_ranges(
             g.b.set_tag(tags.get(t).map(|s| s.to_string()));
         }
         let mut r = g.rng.random_range(0..total);
-        let (_, e, u) = choices
+        let (_, c) = choices
             .iter()
             .find(|c| {
                 if r < c.0 {
@@ -324,16 +270,23 @@ pub fn generate_with_ranges(
                 }
             })
             .expect("r < total");
-        let v = match (e, u) {
-            (Some(e), _) => {
+        let v = match c {
+            Choice::Entry(e) => {
                 g.entry = e.name.to_string();
                 (e.build)(&mut g)?
             }
-            (None, Some(u)) => {
+            Choice::Unary(row) => {
+                g.entry = row.name.to_string();
+                rows::gen_unary(&mut g, row)?
+            }
+            Choice::Binary(row) => {
+                g.entry = row.name.to_string();
+                rows::gen_binary(&mut g, row)?
+            }
+            Choice::Extra(u) => {
                 g.entry = u.prim.name().to_string();
                 gen_extra_unary(&mut g, u)?
             }
-            (None, None) => unreachable!("every choice has an entry"),
         };
         g.vals.push(v);
     }

@@ -3,30 +3,10 @@
 
 use catml::ad::{jvp, vjp};
 use catml::interp::eval;
-use catml::ir::{Builder, InputKind, Prim, Program};
+use catml::ir::{Builder, Fragment, InputKind, Prim, Program};
 use catml::tensor::{DType, Tensor, TensorType};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
-
-/// The core fragment (DESIGN.md) that lowerings may emit, and the labelled nonsmooth pair
-/// max pooling needs.
-const CORE: &[&str] = &[
-    "constant",
-    "add",
-    "mul",
-    "reshape",
-    "permute",
-    "broadcast",
-    "gather",
-    "sum",
-    "concat",
-    "matmul",
-    "exp",
-    "tanh",
-    "reciprocal",
-    "rsqrt",
-];
-const NONSMOOTH: &[&str] = &["relu", "step"];
 
 /// One composite applied to typed operands.
 pub struct Case {
@@ -66,7 +46,8 @@ impl Case {
     }
 
     /// The program made of the composite's lowering, checked to use only core primitives (and
-    /// relu/step when `nonsmooth` is allowed).
+    /// primitives with a labelled convention, such as relu and step, when `nonsmooth` is
+    /// allowed).
     pub fn lowered_program(&self, nonsmooth: bool) -> Program {
         let mut b = Builder::new();
         let xs = self.declare(&mut b);
@@ -78,7 +59,9 @@ impl Case {
         let p = b.finish(&[y]).unwrap();
         for n in p.nodes() {
             let op = n.prim.name();
-            let allowed = CORE.contains(&op) || (nonsmooth && NONSMOOTH.contains(&op));
+            let core = n.prim.fragment() == Fragment::Core;
+            let labelled = matches!(n.prim.rule(), catml::ir::RuleKind::Convention(_));
+            let allowed = core || (nonsmooth && labelled);
             assert!(allowed, "{}: lowering emits `{op}`", self.label);
             if op == "matmul" {
                 assert!(

@@ -1,0 +1,652 @@
+//! Elementwise operations as rows of data. A row states an operation once: its name,
+//! attributes, kernel, exact rational kernel (or none), admissible domain, derivative as an
+//! expression built from primitives, rule label, kinks, lowering, and the operand intervals a
+//! random program generator may use. [`Unary`] and [`Binary`] turn a row into a primitive;
+//! every interpreter, transform and check then reads the row through the `Primitive` trait.
+//!
+//! Kernels compute in f64 and round once to the operand's dtype, so an f32 result is the f64
+//! reference rounded: within u|y| + η (`docs/budgets.md`), or exact where the f64 result is a
+//! value of the operand's dtype (selections, integer rounding, sign changes).
+//!
+//! One derivative expression gives both the JVP (ẏ = f'(x) ẋ) and the VJP (x̄ = f'(x) ȳ) of a
+//! row, as in JAX's elementwise rules: the adjoint check holds them to each other by
+//! construction, so for rows it is finite differences in f64 (and exact kernels against their
+//! lowerings) that test the derivative itself.
+
+use std::fmt;
+use std::sync::Arc;
+
+use num_traits::{FromPrimitive, Signed, Zero};
+use serde_json::Value;
+
+use crate::ir::{
+    AttrReader, Attrs, Budget, Builder, KernelError, Prim, Primitive, Registry, RuleError,
+    RuleKind, TypeError, Var,
+};
+use crate::prim::dispatch::{same_float_pair, unary_float};
+use crate::prim::Ops;
+use crate::tensor::{kernels, Array, Float, RArray, Rational, Tensor, TensorType};
+
+/// An interval holding every element of a value: what a random program generator tracks to
+/// keep operands inside admissible domains and away from overflow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Interval {
+    pub fn new(lo: f64, hi: f64) -> Interval {
+        Interval { lo, hi }
+    }
+
+    /// max(|lo|, |hi|)
+    pub fn mag(self) -> f64 {
+        self.lo.abs().max(self.hi.abs())
+    }
+
+    pub fn hull(self, o: Interval) -> Interval {
+        Interval::new(self.lo.min(o.lo), self.hi.max(o.hi))
+    }
+
+    /// [a.lo + b.lo, a.hi + b.hi]
+    pub fn plus(self, o: Interval) -> Interval {
+        Interval::new(self.lo + o.lo, self.hi + o.hi)
+    }
+
+    /// [a.lo - b.hi, a.hi - b.lo]
+    pub fn minus(self, o: Interval) -> Interval {
+        Interval::new(self.lo - o.hi, self.hi - o.lo)
+    }
+
+    /// The hull of the four corner products.
+    pub fn times(self, o: Interval) -> Interval {
+        let c = [
+            self.lo * o.lo,
+            self.lo * o.hi,
+            self.hi * o.lo,
+            self.hi * o.hi,
+        ];
+        Interval::new(
+            c.iter().cloned().fold(f64::INFINITY, f64::min),
+            c.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+        )
+    }
+
+    /// x ⊙ x for one value (both operands the same element): [0 or min², max²].
+    pub fn square(self) -> Interval {
+        let (a, b) = (self.lo * self.lo, self.hi * self.hi);
+        if self.lo <= 0.0 && self.hi >= 0.0 {
+            Interval::new(0.0, a.max(b))
+        } else {
+            Interval::new(a.min(b), a.max(b))
+        }
+    }
+
+    pub fn negated(self) -> Interval {
+        Interval::new(-self.hi, -self.lo)
+    }
+
+    /// c·x for c >= 0.
+    pub fn scale(self, c: f64) -> Interval {
+        Interval::new(self.lo * c, self.hi * c)
+    }
+
+    /// f applied to both ends, for nondecreasing f.
+    pub fn increasing(self, f: impl Fn(f64) -> f64) -> Interval {
+        Interval::new(f(self.lo), f(self.hi))
+    }
+
+    /// [-m, m]
+    pub fn symmetric(m: f64) -> Interval {
+        Interval::new(-m, m)
+    }
+}
+
+/// Where an operand's elements must lie for the operation to be defined.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Domain {
+    All,
+    Positive,
+    NonNegative,
+    /// x > the bound.
+    Above(f64),
+    NonZero,
+}
+
+impl Domain {
+    pub fn contains(self, x: f64) -> bool {
+        match self {
+            Domain::All => true,
+            Domain::Positive => x > 0.0,
+            Domain::NonNegative => x >= 0.0,
+            Domain::Above(a) => x > a,
+            Domain::NonZero => x != 0.0,
+        }
+    }
+
+    fn contains_rational(self, x: &Rational) -> bool {
+        match self {
+            Domain::All => true,
+            Domain::Positive => x.is_positive(),
+            Domain::NonNegative => !x.is_negative(),
+            Domain::Above(a) => Rational::from_f64(a).is_none_or(|a| *x > a),
+            Domain::NonZero => !x.is_zero(),
+        }
+    }
+
+    /// What an admissible element is, for error messages and `catml ops`.
+    pub fn describe(self) -> String {
+        match self {
+            Domain::All => "any value".to_string(),
+            Domain::Positive => "a positive value".to_string(),
+            Domain::NonNegative => "a nonnegative value".to_string(),
+            Domain::Above(a) => format!("a value above {a}"),
+            Domain::NonZero => "a nonzero value".to_string(),
+        }
+    }
+}
+
+/// The type of an attribute of a row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttrKind {
+    Float,
+    Integer,
+    Bool,
+}
+
+impl AttrKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttrKind::Float => "float",
+            AttrKind::Integer => "integer",
+            AttrKind::Bool => "bool",
+        }
+    }
+}
+
+/// One attribute of a row: held as f64 (a flag as 0 or 1), written to JSON in its own type.
+#[derive(Debug, Clone, Copy)]
+pub struct AttrSpec {
+    pub name: &'static str,
+    pub kind: AttrKind,
+    /// `None`: required.
+    pub default: Option<f64>,
+}
+
+/// The kernel of a derivative expression: builds f'(x) (unary) from the operand `x`, the
+/// result `y` and the attributes; `None` is the zero derivative.
+pub type UnaryDerivative = fn(&mut Builder, Var, Var, &[f64]) -> Result<Option<Var>, TypeError>;
+
+/// An elementwise operation of one operand, stated once.
+pub struct UnaryRow {
+    /// The LensIR `op` name.
+    pub name: &'static str,
+    /// The formula, for `catml ops` and the docs.
+    pub formula: &'static str,
+    pub attrs: &'static [AttrSpec],
+    /// Rejects attribute values the operation does not admit.
+    pub check: fn(&[f64]) -> Result<(), TypeError>,
+    /// f(x) in f64.
+    pub f: fn(f64, &[f64]) -> f64,
+    /// f(x) exactly, for rational operations.
+    pub exact: Option<fn(&Rational, &[f64]) -> Rational>,
+    pub domain: fn(&[f64]) -> Domain,
+    pub derivative: UnaryDerivative,
+    pub rule: RuleKind,
+    /// Where the rule's convention decides the derivative.
+    pub kink: Option<fn(f64, &[f64]) -> bool>,
+    /// The expansion into other primitives, if the row has one.
+    pub lower: Option<fn(&mut Builder, Var, &[f64]) -> Result<Var, TypeError>>,
+    /// The f64 result is always a value of the operand's dtype (f32 runs are exact).
+    pub exact_in_f32: bool,
+    /// Generators keep operands within this magnitude.
+    pub cap: f64,
+    /// An interval holding f over an operand interval (inside the domain).
+    pub range: fn(Interval, &[f64]) -> Interval,
+    /// Draws attribute values from uniform numbers in [0, 1).
+    pub sample_attrs: fn(&mut dyn FnMut() -> f64) -> Vec<f64>,
+}
+
+/// ∂f/∂x and ∂f/∂y of a binary row from x, y and z = f(x, y); `None` is zero.
+pub type BinaryPartials = fn(&mut Builder, Var, Var, Var) -> Result<[Option<Var>; 2], TypeError>;
+
+/// An elementwise operation of two operands of one type, stated once.
+pub struct BinaryRow {
+    pub name: &'static str,
+    pub formula: &'static str,
+    pub f: fn(f64, f64) -> f64,
+    pub exact: Option<fn(&Rational, &Rational) -> Rational>,
+    pub domains: [Domain; 2],
+    pub partials: BinaryPartials,
+    pub rule: RuleKind,
+    pub kink: Option<fn(f64, f64) -> bool>,
+    pub lower: Option<fn(&mut Builder, Var, Var) -> Result<Var, TypeError>>,
+    pub exact_in_f32: bool,
+    pub caps: [f64; 2],
+    pub range: fn(Interval, Interval) -> Interval,
+}
+
+/// The primitive of a unary row with its attribute values.
+#[derive(Clone)]
+pub struct Unary {
+    row: &'static UnaryRow,
+    attrs: Vec<f64>,
+}
+
+impl fmt::Debug for Unary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{:?}", self.row.name, self.attrs)
+    }
+}
+
+impl Unary {
+    /// The row's primitive with these attribute values (in the row's order).
+    pub fn new(row: &'static UnaryRow, attrs: Vec<f64>) -> Result<Unary, TypeError> {
+        if attrs.len() != row.attrs.len() {
+            return Err(TypeError::Invalid(format!(
+                "`{}` takes {} attributes, got {}",
+                row.name,
+                row.attrs.len(),
+                attrs.len()
+            )));
+        }
+        (row.check)(&attrs)?;
+        Ok(Unary { row, attrs })
+    }
+
+    /// The row's primitive from LensIR attributes.
+    pub fn from_attrs(row: &'static UnaryRow, attrs: &Attrs) -> Result<Unary, TypeError> {
+        Unary::new(row, read_attrs(row.attrs, attrs)?)
+    }
+
+    pub fn row(&self) -> &'static UnaryRow {
+        self.row
+    }
+
+    fn domain(&self) -> Domain {
+        (self.row.domain)(&self.attrs)
+    }
+
+    fn check<T: Float>(&self, data: &[T]) -> Result<(), KernelError> {
+        let d = self.domain();
+        match data.iter().position(|v| !d.contains(wide(*v))) {
+            Some(i) => Err(KernelError::Domain(format!(
+                "{} of {} at element {i}, expected {}",
+                self.row.name,
+                data[i].to_f64(),
+                d.describe()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    fn map<T: Float>(&self, x: &Array<T>) -> Result<Array<T>, KernelError> {
+        self.check(x.data())?;
+        let (f, a) = (self.row.f, &self.attrs[..]);
+        Ok(kernels::map_copy(x, |v| T::from_f64(f(v.to_f64(), a))))
+    }
+
+    fn map_owned<T: Float>(&self, mut x: Array<T>) -> Result<Array<T>, KernelError> {
+        self.check(x.data())?;
+        let (f, a) = (self.row.f, &self.attrs[..]);
+        match x.unique_data_mut() {
+            Some(d) => {
+                kernels::for_each_piece(d, |d| {
+                    for v in d {
+                        *v = T::from_f64(f(v.to_f64(), a));
+                    }
+                });
+                Ok(x)
+            }
+            None => Ok(kernels::map_copy(&x, |v| T::from_f64(f(v.to_f64(), a)))),
+        }
+    }
+}
+
+/// An element widened to f64.
+fn wide<T: Float>(v: T) -> f64 {
+    Float::to_f64(v)
+}
+
+/// Reads a row's attributes, by spec, from LensIR JSON.
+fn read_attrs(specs: &[AttrSpec], attrs: &Attrs) -> Result<Vec<f64>, TypeError> {
+    let mut r = AttrReader::new(attrs);
+    let mut out = Vec::with_capacity(specs.len());
+    for s in specs {
+        let v = match (r.get(s.name), s.default) {
+            (None, Some(d)) => d,
+            (None, None) => {
+                return Err(TypeError::attr(
+                    s.name,
+                    format!("missing, expected {}", s.kind.as_str()),
+                ))
+            }
+            (Some(v), _) => attr_value(s, v)?,
+        };
+        out.push(v);
+    }
+    r.finish()?;
+    Ok(out)
+}
+
+fn attr_value(s: &AttrSpec, v: &Value) -> Result<f64, TypeError> {
+    let bad = |what: &str| TypeError::attr(s.name, format!("expected {what}, found {v}"));
+    match s.kind {
+        AttrKind::Float => v
+            .as_f64()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| bad("a finite number")),
+        AttrKind::Integer => v
+            .as_i64()
+            .filter(|n| n.unsigned_abs() <= 1 << 20)
+            .map(|n| n as f64)
+            .ok_or_else(|| bad("an integer of magnitude at most 2^20")),
+        AttrKind::Bool => v
+            .as_bool()
+            .map(|b| f64::from(u8::from(b)))
+            .ok_or_else(|| bad("true or false")),
+    }
+}
+
+fn attrs_json(specs: &[AttrSpec], values: &[f64]) -> Attrs {
+    specs
+        .iter()
+        .zip(values)
+        .map(|(s, &v)| {
+            let j = match s.kind {
+                AttrKind::Float => serde_json::json!(v),
+                AttrKind::Integer => serde_json::json!(v as i64),
+                AttrKind::Bool => serde_json::json!(v != 0.0),
+            };
+            (s.name.to_string(), j)
+        })
+        .collect()
+}
+
+/// An attribute value as an exact rational (attributes are finite).
+pub fn rational(a: f64) -> Rational {
+    Rational::from_f64(a).unwrap_or_else(Rational::zero)
+}
+
+fn count_where<T: Float>(data: &[T], p: impl Fn(f64) -> bool) -> usize {
+    data.iter().filter(|v| p(wide(**v))).count()
+}
+
+fn budget(exact_in_f32: bool) -> Budget {
+    if exact_in_f32 {
+        Budget::Exact
+    } else {
+        Budget::Relative(1.0)
+    }
+}
+
+impl Primitive for Unary {
+    fn name(&self) -> &str {
+        self.row.name
+    }
+    fn attrs(&self) -> Attrs {
+        attrs_json(self.row.attrs, &self.attrs)
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        unary_float(inputs)
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        match x {
+            [Tensor::F32(a)] => Ok(Tensor::F32(self.map(a)?)),
+            [Tensor::F64(a)] => Ok(Tensor::F64(self.map(a)?)),
+            _ => Err(KernelError::Unsupported(format!(
+                "`{}` takes one float operand",
+                self.row.name
+            ))),
+        }
+    }
+    fn eval_owned(&self, mut x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        match (x.pop(), x.is_empty()) {
+            (Some(Tensor::F32(a)), true) => Ok(Tensor::F32(self.map_owned(a)?)),
+            (Some(Tensor::F64(a)), true) => Ok(Tensor::F64(self.map_owned(a)?)),
+            (last, _) => {
+                x.extend(last);
+                self.eval(&x.iter().collect::<Vec<_>>())
+            }
+        }
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        let f = self.row.exact?;
+        let d = self.domain();
+        Some(
+            match x[0].data().iter().position(|v| !d.contains_rational(v)) {
+                Some(i) => Err(KernelError::Domain(format!(
+                    "{} of {} at element {i}, expected {}",
+                    self.row.name,
+                    x[0].data()[i],
+                    d.describe()
+                ))),
+                None => Ok(x[0].map(|v| f(v, &self.attrs))),
+            },
+        )
+    }
+    fn has_rational_eval(&self) -> bool {
+        self.row.exact.is_some()
+    }
+    fn rule(&self) -> RuleKind {
+        self.row.rule
+    }
+    fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> Budget {
+        budget(self.row.exact_in_f32)
+    }
+    fn convention_points(&self, x: &[&Tensor]) -> usize {
+        let (Some(k), a) = (self.row.kink, &self.attrs[..]) else {
+            return 0;
+        };
+        match x[0] {
+            Tensor::F32(t) => count_where(t.data(), |v| k(v, a)),
+            Tensor::F64(t) => count_where(t.data(), |v| k(v, a)),
+            _ => 0,
+        }
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        y: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        let Some(d) = dx[0] else { return Ok(None) };
+        match (self.row.derivative)(b, x[0], y, &self.attrs)? {
+            Some(g) => Ok(Some(b.mul(d, g)?)),
+            None => Ok(None),
+        }
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        y: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        let g = (self.row.derivative)(b, x[0], y, &self.attrs)?;
+        Ok(vec![g.map(|g| b.mul(u, g)).transpose()?])
+    }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        self.row.lower.map(|l| l(b, x[0], &self.attrs))
+    }
+}
+
+/// The primitive of a binary row.
+#[derive(Clone, Copy)]
+pub struct Binary {
+    row: &'static BinaryRow,
+}
+
+impl fmt::Debug for Binary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.row.name)
+    }
+}
+
+impl Binary {
+    pub fn new(row: &'static BinaryRow) -> Binary {
+        Binary { row }
+    }
+
+    pub fn row(&self) -> &'static BinaryRow {
+        self.row
+    }
+
+    fn check<T: Float>(&self, x: &[T], y: &[T]) -> Result<(), KernelError> {
+        for (k, data) in [x, y].into_iter().enumerate() {
+            let d = self.row.domains[k];
+            if let Some(i) = data.iter().position(|v| !d.contains(wide(*v))) {
+                return Err(KernelError::Domain(format!(
+                    "{} with operand {k} = {} at element {i}, expected {}",
+                    self.row.name,
+                    data[i].to_f64(),
+                    d.describe()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn zip<T: Float>(&self, x: &Array<T>, y: &Array<T>) -> Result<Array<T>, KernelError> {
+        self.check(x.data(), y.data())?;
+        let f = self.row.f;
+        let data = x
+            .data()
+            .iter()
+            .zip(y.data())
+            .map(|(a, b)| T::from_f64(f(wide(*a), wide(*b))))
+            .collect();
+        Ok(Array::new(x.shape().clone(), data).expect("same length"))
+    }
+}
+
+impl Primitive for Binary {
+    fn name(&self) -> &str {
+        self.row.name
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+        same_float_pair(inputs)
+    }
+    fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        match x {
+            [Tensor::F32(a), Tensor::F32(b)] => Ok(Tensor::F32(self.zip(a, b)?)),
+            [Tensor::F64(a), Tensor::F64(b)] => Ok(Tensor::F64(self.zip(a, b)?)),
+            _ => Err(KernelError::Unsupported(format!(
+                "`{}` takes two float operands of one dtype",
+                self.row.name
+            ))),
+        }
+    }
+    fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
+        let f = self.row.exact?;
+        for (k, a) in x.iter().enumerate() {
+            let d = self.row.domains[k];
+            if let Some(i) = a.data().iter().position(|v| !d.contains_rational(v)) {
+                return Some(Err(KernelError::Domain(format!(
+                    "{} with operand {k} = {} at element {i}, expected {}",
+                    self.row.name,
+                    a.data()[i],
+                    d.describe()
+                ))));
+            }
+        }
+        let data = x[0].data().iter().zip(x[1].data()).map(|(a, b)| f(a, b));
+        Some(Ok(
+            Array::new(x[0].shape().clone(), data.collect()).expect("same length")
+        ))
+    }
+    fn has_rational_eval(&self) -> bool {
+        self.row.exact.is_some()
+    }
+    fn rule(&self) -> RuleKind {
+        self.row.rule
+    }
+    fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> Budget {
+        budget(self.row.exact_in_f32)
+    }
+    fn convention_points(&self, x: &[&Tensor]) -> usize {
+        let Some(k) = self.row.kink else { return 0 };
+        let (a, b) = (x[0].to_f64_vec(), x[1].to_f64_vec());
+        a.iter().zip(&b).filter(|(a, b)| k(**a, **b)).count()
+    }
+    fn jvp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        z: Var,
+        dx: &[Option<Var>],
+    ) -> Result<Option<Var>, RuleError> {
+        if dx.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        let partials = (self.row.partials)(b, x[0], x[1], z)?;
+        let mut terms = Vec::new();
+        for (d, p) in dx.iter().zip(partials) {
+            if let (Some(d), Some(p)) = (d, p) {
+                terms.push(Some(b.mul(*d, p)?));
+            }
+        }
+        crate::prim::sum_terms(b, &terms)
+    }
+    fn vjp(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        z: Var,
+        u: Var,
+    ) -> Result<Vec<Option<Var>>, RuleError> {
+        let partials = (self.row.partials)(b, x[0], x[1], z)?;
+        partials
+            .into_iter()
+            .map(|p| Ok(p.map(|p| b.mul(u, p)).transpose()?))
+            .collect()
+    }
+    fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        self.row.lower.map(|l| l(b, x[0], x[1]))
+    }
+}
+
+/// The primitive of `row` with default attributes, for derivative expressions.
+pub fn apply_unary(
+    b: &mut Builder,
+    row: &'static UnaryRow,
+    attrs: &[f64],
+    x: Var,
+) -> Result<Var, TypeError> {
+    let p: Prim = Arc::new(Unary::new(row, attrs.to_vec())?);
+    b.op(p, &[x])
+}
+
+/// The primitive of a binary row applied to `x` and `y`.
+pub fn apply_binary(
+    b: &mut Builder,
+    row: &'static BinaryRow,
+    x: Var,
+    y: Var,
+) -> Result<Var, TypeError> {
+    b.op(Arc::new(Binary::new(row)), &[x, y])
+}
+
+/// Registers every row under its name.
+pub(crate) fn register_rows(
+    r: &mut Registry,
+    unary: &'static [UnaryRow],
+    binary: &'static [BinaryRow],
+) {
+    for row in unary {
+        r.register(row.name, move |a: &Attrs| {
+            Ok(Arc::new(Unary::from_attrs(row, a)?) as Prim)
+        });
+        let mut half = || 0.5;
+        let example = (row.sample_attrs)(&mut half);
+        r.set_example(row.name, attrs_json(row.attrs, &example));
+    }
+    for row in binary {
+        r.register(row.name, move |a: &Attrs| {
+            AttrReader::new(a).finish()?;
+            Ok(Arc::new(Binary::new(row)) as Prim)
+        });
+    }
+}
