@@ -13,6 +13,7 @@ mod diagram;
 mod eval_reuse;
 mod higher_order;
 mod large;
+mod listing_strict;
 mod missing_rule;
 mod mlp000;
 mod models;
