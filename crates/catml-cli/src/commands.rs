@@ -20,7 +20,15 @@ fn ordered_inputs(
     named: &BTreeMap<String, Tensor>,
     path: &std::path::Path,
 ) -> Result<Vec<Tensor>> {
-    let args = order_inputs_named(p, named).map_err(|e| in_file(path, e))?;
+    let args = order_inputs_named(p, named).map_err(|e| {
+        let hint = match &e {
+            interp::EvalError::ExtraInput { name } => {
+                catml::ir::suggest::did_you_mean(name, p.inputs().iter().map(|i| i.name.as_str()))
+            }
+            _ => String::new(),
+        };
+        format!("{}{hint}", in_file(path, e))
+    })?;
     for (decl, t) in p.inputs().iter().zip(&args) {
         if t.ty() != decl.ty {
             let e = interp::EvalError::InputType {

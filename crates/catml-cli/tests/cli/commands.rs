@@ -208,6 +208,30 @@ fn unreadable_module_fails_in_one_line() {
     );
 }
 
+/// The extension picks the reader: `.catml` is a listing, `.json` LensIR JSON; other files are
+/// recognised by their text.
+#[test]
+fn the_extension_picks_the_module_reader() {
+    let text = listing::print(&library_module());
+    let expected = ok(&[&"check", &module()]);
+    for name in ["tied.catml", "tied.txt"] {
+        assert_eq!(ok(&[&"check", &scratch(name, &text)]), expected, "{name}");
+    }
+    let misnamed = scratch("tied-listing.json", &text);
+    assert_eq!(
+        fails(&[&"check", &misnamed]),
+        format!(
+            "{}: module: expected value at line 1 column 1",
+            misnamed.display()
+        )
+    );
+    let empty = scratch("empty.catml", "  \n");
+    assert_eq!(
+        fails(&[&"check", &empty]),
+        format!("{}: the file is empty", empty.display())
+    );
+}
+
 #[test]
 fn invalid_modules_fail_with_their_golden_message() {
     for name in [
@@ -215,6 +239,8 @@ fn invalid_modules_fail_with_their_golden_message() {
         "malformed_json",
         "add_shape_mismatch",
         "unknown_primitive",
+        "misspelt_primitive",
+        "misspelt_field",
     ] {
         let path = rejection(&format!("{name}.json"));
         let expected = std::fs::read_to_string(rejection(&format!("{name}.expected"))).unwrap();
@@ -318,6 +344,18 @@ fn extra_input_fails_naming_it() {
         format!(
             "{}: unknown input `c`: the program has no such input",
             path.display()
+        )
+    );
+    let typo = scratch(
+        "typo-input.json",
+        &json!({"X": tensor_json(&[2, 3]), "W": tensor_json(&[3, 3]), "bb": tensor_json(&[3])})
+            .to_string(),
+    );
+    assert_eq!(
+        fails(&[&"eval", &module(), &"--inputs", &typo]),
+        format!(
+            "{}: unknown input `bb`: the program has no such input (did you mean `b`?)",
+            typo.display()
         )
     );
 }

@@ -2,10 +2,11 @@
 
 /// The candidate closest to `word` in optimal string alignment distance (a swap of two
 /// neighbouring letters counts once), if it is within a third of the word's length (at least
-/// one edit). Ties go to the earlier candidate; an exact match is not a suggestion.
+/// one edit) and keeps some of the word. Ties go to the earlier candidate; an exact match is
+/// not a suggestion.
 ///
 /// ```
-/// use catml::ir::suggest::nearest;
+/// use catml_core::ir::suggest::nearest;
 /// assert_eq!(nearest("reul", ["relu", "exp", "reshape"]), Some("relu"));
 /// assert_eq!(nearest("frobnicate", ["relu", "exp"]), None);
 /// ```
@@ -17,7 +18,8 @@ pub fn nearest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
             return None;
         }
         let d = strsim::osa_distance(&word.to_lowercase(), &c.to_lowercase());
-        if d <= budget && best.is_none_or(|(b, _)| d < b) {
+        // A candidate sharing nothing with the word (`c` for `X`) is no suggestion.
+        if d <= budget && d < word.chars().count() && best.is_none_or(|(b, _)| d < b) {
             best = Some((d, c));
         }
     }
@@ -61,6 +63,8 @@ mod tests {
         assert_eq!(nearest("sofmax", ["softmax", "sum"]), Some("softmax"));
         assert_eq!(nearest("relu", ["relu"]), None);
         assert_eq!(nearest("xyz", ["relu", "exp"]), None);
+        assert_eq!(nearest("c", ["X", "W", "b"]), None);
+        assert_eq!(nearest("bb", ["X", "W", "b"]), Some("b"));
     }
 
     #[test]

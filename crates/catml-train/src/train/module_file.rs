@@ -92,10 +92,15 @@ pub fn read_module_with(path: &Path, registry: &Registry) -> Result<Program, Mod
             max: MAX_MODULE_BYTES,
         });
     }
-    let text = std::fs::read_to_string(path).map_err(read)?;
-    if text.trim().is_empty() {
+    let bytes = std::fs::read(path).map_err(read)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ModuleFileError::Empty { path: shown });
     }
+    // Text formats from here on; a binary format would take `bytes` by its extension first.
+    let text = String::from_utf8(bytes).map_err(|e| ModuleFileError::Read {
+        path: shown.clone(),
+        reason: format!("not UTF-8 text ({e})"),
+    })?;
     let format = ModuleFormat::from_extension(path).unwrap_or_else(|| ModuleFormat::sniff(&text));
     format
         .parse(&text, registry)

@@ -2,7 +2,7 @@
 //! the numbers' last digits left to the platform), `--pretty` for one number per line, no
 //! gradient printed twice, and non-finite numbers as the strings "nan", "inf" and "-inf".
 //!
-//! `UPDATE_EXPECT=1 cargo test -p catml-cli --test output_cli` rewrites the golden files.
+//! `UPDATE_EXPECT=1 cargo test -p catml-cli --test cli output_cli` rewrites the golden files.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
