@@ -8,7 +8,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::io::{read_json, read_module, read_tensor_map};
-use crate::Command;
+use crate::output::render;
+use crate::{Command, ParamArgs};
 
 type Result<T> = std::result::Result<T, String>;
 
@@ -19,7 +20,15 @@ fn ordered_inputs(
     named: &BTreeMap<String, Tensor>,
     path: &std::path::Path,
 ) -> Result<Vec<Tensor>> {
-    let args = order_inputs_named(p, named).map_err(|e| in_file(path, e))?;
+    let args = order_inputs_named(p, named).map_err(|e| {
+        let hint = match &e {
+            interp::EvalError::ExtraInput { name } => {
+                catml::ir::suggest::did_you_mean(name, p.inputs().iter().map(|i| i.name.as_str()))
+            }
+            _ => String::new(),
+        };
+        format!("{}{hint}", in_file(path, e))
+    })?;
     for (decl, t) in p.inputs().iter().zip(&args) {
         if t.ty() != decl.ty {
             let e = interp::EvalError::InputType {
@@ -63,9 +72,65 @@ fn outputs_json(p: &Program, values: &[Tensor]) -> Value {
 }
 
 fn to_text(v: &Value) -> String {
-    let mut s = serde_json::to_string_pretty(v).expect("serialisable");
-    s.push('\n');
-    s
+    render(v, true)
+}
+
+/// The inputs file's tensors, with the parameters of `--params` added; an input given in both
+/// is an error.
+fn inputs_with_params(
+    p: &Program,
+    inputs: &std::path::Path,
+    params: &ParamArgs,
+) -> Result<BTreeMap<String, Tensor>> {
+    let mut named = read_tensor_map(inputs)?;
+    for (name, t) in module_params(p, params)? {
+        if named.contains_key(&name) {
+            return Err(format!(
+                "input `{name}` is given both in {} and in {}; give each input once",
+                inputs.display(),
+                params.params.as_ref().expect("params given").display()
+            ));
+        }
+        named.insert(name, t);
+    }
+    Ok(named)
+}
+
+/// The parameters `--params` supplies (none without it).
+fn module_params(p: &Program, params: &ParamArgs) -> Result<Vec<(String, Tensor)>> {
+    let Some(path) = &params.params else {
+        return Ok(Vec::new());
+    };
+    let store =
+        catml::train::module_params(path, p, params.arrow.as_deref()).map_err(|e| e.to_string())?;
+    Ok(store
+        .iter()
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .collect())
+}
+
+/// Per tag: its parameters' names, their element count and the 2-norm of their gradients.
+fn tag_summaries(p: &Program, grads: &[(usize, &Tensor)]) -> Value {
+    let mut by_tag: BTreeMap<String, (Vec<String>, usize, f64)> = BTreeMap::new();
+    for &(i, g) in grads {
+        if p.inputs()[i].kind != InputKind::Param {
+            continue;
+        }
+        let tag = p.tag_of(p.input_var(i)).unwrap_or("untagged").to_string();
+        let e = by_tag.entry(tag).or_default();
+        e.0.push(p.inputs()[i].name.clone());
+        e.1 += g.numel();
+        e.2 += g.to_f64_vec().iter().map(|x| x * x).sum::<f64>();
+    }
+    by_tag
+        .into_iter()
+        .map(|(tag, (names, elements, sq))| {
+            let summary = json!({"parameters": names, "elements": elements,
+                                 "gradient_norm": sq.sqrt()});
+            (tag, summary)
+        })
+        .collect::<serde_json::Map<String, Value>>()
+        .into()
 }
 
 pub fn run(command: Command) -> Result<String> {
@@ -136,8 +201,14 @@ pub fn run(command: Command) -> Result<String> {
                 &serde_json::to_value(interp::params(&p)).expect("serialisable"),
             ))
         }
-        Command::Cost { module, grad } => {
+        Command::Cost {
+            module,
+            grad,
+            params,
+        } => {
             let p = read_module(&module)?;
+            // Cost depends on types alone: the parameters are only checked against the module.
+            module_params(&p, &params)?;
             let p = if grad {
                 ad::vjp(&p).map_err(|e| in_file(&module, e))?.program
             } else {
@@ -147,20 +218,30 @@ pub fn run(command: Command) -> Result<String> {
                 &serde_json::to_value(interp::cost(&p)).expect("serialisable"),
             ))
         }
-        Command::Eval { module, inputs } => {
+        Command::Eval {
+            module,
+            inputs,
+            params,
+            pretty,
+        } => {
             let p = read_module(&module)?;
-            let named = read_tensor_map(&inputs)?;
+            let named = inputs_with_params(&p, &inputs, &params)?;
             let args = ordered_inputs(&p, &named, &inputs)?;
             let values = interp::eval(&p, &args).map_err(|e| in_file(&module, e))?;
-            Ok(to_text(&json!({ "outputs": outputs_json(&p, &values) })))
+            Ok(render(
+                &json!({ "outputs": outputs_json(&p, &values) }),
+                pretty,
+            ))
         }
         Command::Grad {
             module,
             inputs,
             cotangents,
+            params,
+            pretty,
         } => {
             let p = read_module(&module)?;
-            let named = read_tensor_map(&inputs)?;
+            let named = inputs_with_params(&p, &inputs, &params)?;
             let mut args = ordered_inputs(&p, &named, &inputs)?;
             let seeds: Vec<Tensor> = match cotangents {
                 None => p
@@ -169,7 +250,8 @@ pub fn run(command: Command) -> Result<String> {
                     .map(|t| Tensor::full(t, 1.0))
                     .collect(),
                 Some(path) => {
-                    let seeds: Vec<Tensor> = read_json(&path)?;
+                    let seeds: Vec<Tensor> =
+                        read_json(&path, "a JSON array with one tensor per output")?;
                     check_seeds(&p, &seeds)?;
                     seeds
                 }
@@ -179,18 +261,12 @@ pub fn run(command: Command) -> Result<String> {
             let (values, report) =
                 interp::eval_with_report(&v.program, &args).map_err(|e| in_file(&module, e))?;
             let mut gradients = serde_json::Map::new();
-            let mut by_tag: BTreeMap<String, serde_json::Map<String, Value>> = BTreeMap::new();
+            let mut grads = Vec::new();
             for (i, g) in v.gradients.iter().enumerate() {
                 let Some(k) = g else { continue };
                 let name = &p.inputs()[i].name;
                 let t = serde_json::to_value(&values[*k]).expect("serialisable");
-                if p.inputs()[i].kind == InputKind::Param {
-                    let tag = p.tag_of(p.input_var(i)).unwrap_or("untagged").to_string();
-                    by_tag
-                        .entry(tag)
-                        .or_default()
-                        .insert(name.clone(), t.clone());
-                }
+                grads.push((i, &values[*k]));
                 gradients.insert(name.clone(), t);
             }
             let conventions: Vec<Value> = report
@@ -198,26 +274,31 @@ pub fn run(command: Command) -> Result<String> {
                 .iter()
                 .map(|c| json!({"node": c.name, "op": c.op, "convention": c.convention, "elements": c.elements}))
                 .collect();
-            Ok(to_text(&json!({
-                "outputs": outputs_json(&p, &values[..v.n_primal_outputs]),
-                "gradients": gradients,
-                "gradients_by_tag": by_tag,
-                "conventions": conventions,
-                "residuals": v.residuals.iter().map(|r| json!({
-                    "name": r.name, "dtype": r.ty.dtype, "shape": r.ty.dims(), "bytes": r.bytes(),
-                    "kind": if r.is_input { "input" } else { "forward value" },
-                })).collect::<Vec<_>>(),
-                "residual_bytes": v.residual_bytes(),
-            })))
+            Ok(render(
+                &json!({
+                    "outputs": outputs_json(&p, &values[..v.n_primal_outputs]),
+                    "gradients": gradients,
+                    "gradients_by_tag": tag_summaries(&p, &grads),
+                    "conventions": conventions,
+                    "residuals": v.residuals.iter().map(|r| json!({
+                        "name": r.name, "dtype": r.ty.dtype, "shape": r.ty.dims(), "bytes": r.bytes(),
+                        "kind": if r.is_input { "input" } else { "forward value" },
+                    })).collect::<Vec<_>>(),
+                    "residual_bytes": v.residual_bytes(),
+                }),
+                pretty,
+            ))
         }
         Command::Dot { module, grad } => crate::dot::run(&module, grad),
         Command::Jvp {
             module,
             inputs,
             tangents,
+            params,
+            pretty,
         } => {
             let p = read_module(&module)?;
-            let named = read_tensor_map(&inputs)?;
+            let named = inputs_with_params(&p, &inputs, &params)?;
             let mut args = ordered_inputs(&p, &named, &inputs)?;
             let tangent_map = read_tensor_map(&tangents)?;
             let j = ad::jvp(&p).map_err(|e| in_file(&module, e))?;
@@ -248,10 +329,13 @@ pub fn run(command: Command) -> Result<String> {
             }
             let values = interp::eval(&j.program, &args).map_err(|e| in_file(&module, e))?;
             let (primal, tangent) = values.split_at(j.n_primal_outputs);
-            Ok(to_text(&json!({
-                "outputs": outputs_json(&p, primal),
-                "tangents": outputs_json(&p, tangent),
-            })))
+            Ok(render(
+                &json!({
+                    "outputs": outputs_json(&p, primal),
+                    "tangents": outputs_json(&p, tangent),
+                }),
+                pretty,
+            ))
         }
         Command::Train {
             spec,

@@ -6,13 +6,14 @@
 mod commands;
 mod dot;
 mod io;
+mod output;
 mod train;
 mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -25,12 +26,32 @@ struct Cli {
     command: Command,
 }
 
+/// Parameters from a safetensors file, for the commands that take inputs.
+#[derive(Args, Debug, Clone, Default)]
+pub struct ParamArgs {
+    /// Parameters by name from a safetensors file: a plain store, or a checkpoint written by
+    /// `catml train` (the arrow whose parameters fit the module is found by names and types)
+    #[arg(long, value_name = "FILE.safetensors")]
+    params: Option<PathBuf>,
+    /// With a checkpoint, the arrow whose parameters to use when several fit
+    #[arg(long, requires = "params", value_name = "NAME")]
+    arrow: Option<String>,
+}
+
+/// The module argument's help, shared by every command.
+const MODULE_HELP: &str =
+    "The module: LensIR JSON (.json) or a CatML listing (.catml, or any file starting `program(`)";
+
 #[derive(Subcommand)]
 enum Command {
     /// Validate a module and summarise it
-    Check { module: PathBuf },
+    Check {
+        #[arg(help = MODULE_HELP)]
+        module: PathBuf,
+    },
     /// Print the CatML listing (or, with --grad, the reverse-mode program)
     Print {
+        #[arg(help = MODULE_HELP)]
         module: PathBuf,
         /// Print the VJP program instead
         #[arg(long)]
@@ -43,34 +64,57 @@ enum Command {
         json: bool,
     },
     /// Output types, from the shape interpreter alone
-    Shape { module: PathBuf },
+    Shape {
+        #[arg(help = MODULE_HELP)]
+        module: PathBuf,
+    },
     /// Parameter count, total and by tag
-    Params { module: PathBuf },
+    Params {
+        #[arg(help = MODULE_HELP)]
+        module: PathBuf,
+    },
     /// Flops, bytes moved and peak live bytes of one evaluation
     Cost {
+        #[arg(help = MODULE_HELP)]
         module: PathBuf,
         /// Cost of the VJP program instead
         #[arg(long)]
         grad: bool,
+        #[command(flatten)]
+        params: ParamArgs,
     },
     /// Evaluate on inputs
     Eval {
+        #[arg(help = MODULE_HELP)]
         module: PathBuf,
-        /// JSON object mapping input names to tensors
-        #[arg(long)]
+        /// JSON object mapping input names to tensors {"dtype", "shape", "data"}
+        #[arg(long, value_name = "IN.json")]
         inputs: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+        /// One number per line instead of one tensor per line
+        #[arg(long)]
+        pretty: bool,
     },
     /// Outputs and the gradient of every input (reverse mode)
     Grad {
+        #[arg(help = MODULE_HELP)]
         module: PathBuf,
-        #[arg(long)]
+        /// JSON object mapping input names to tensors {"dtype", "shape", "data"}
+        #[arg(long, value_name = "IN.json")]
         inputs: PathBuf,
         /// JSON array with one tensor per output occurrence (default: all ones)
-        #[arg(long)]
+        #[arg(long, value_name = "COT.json")]
         cotangents: Option<PathBuf>,
+        #[command(flatten)]
+        params: ParamArgs,
+        /// One number per line instead of one tensor per line
+        #[arg(long)]
+        pretty: bool,
     },
     /// Graphviz DOT of a module (with --grad, its reverse-mode program beside it)
     Dot {
+        #[arg(help = MODULE_HELP)]
         module: PathBuf,
         /// Draw the VJP program beside the module
         #[arg(long)]
@@ -78,30 +122,41 @@ enum Command {
     },
     /// Outputs and their tangents (forward mode)
     Jvp {
+        #[arg(help = MODULE_HELP)]
         module: PathBuf,
-        #[arg(long)]
+        /// JSON object mapping input names to tensors {"dtype", "shape", "data"}
+        #[arg(long, value_name = "IN.json")]
         inputs: PathBuf,
         /// JSON object mapping input names to tangents (missing: zero)
-        #[arg(long)]
+        #[arg(long, value_name = "TAN.json")]
         tangents: PathBuf,
+        #[command(flatten)]
+        params: ParamArgs,
+        /// One number per line instead of one tensor per line
+        #[arg(long)]
+        pretty: bool,
     },
     /// Train a diagram of modules described by a TOML spec; prints the last epoch's metrics
     Train {
+        /// The TOML spec (paths in it are relative to its directory)
         spec: PathBuf,
-        /// Continue from the spec's checkpoint if it exists
+        /// Continue from the spec's checkpoint if it exists (the spec and its files must be
+        /// those the checkpoint was written under)
         #[arg(long)]
         resume: bool,
-        /// Never draw the progress bar
+        /// No progress (bar on a terminal, one line per epoch otherwise) and no list of outputs
         #[arg(long)]
         quiet: bool,
     },
     /// Run the verification bundle and write its results file
     Verify {
+        /// Seed of the random programs and inputs
         #[arg(long, default_value_t = catml::verify::DEFAULT_SEED)]
         seed: u64,
         /// The documents' counts (for CI) instead of ten times them
         #[arg(long)]
         quick: bool,
+        /// Where to write the results
         #[arg(long, default_value = "verification-results.json")]
         output: PathBuf,
         /// A few cases per family (for tests of the command itself)
@@ -118,7 +173,8 @@ fn main() -> ExitCode {
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
                 return write_stdout(&e.to_string());
             }
-            return fail(&usage_error_line(&e));
+            let (line, hints) = usage_error(&e);
+            return fail_with_hints(&line, &hints);
         }
     };
     match commands::run(cli.command) {
@@ -129,7 +185,16 @@ fn main() -> ExitCode {
 
 /// Prints one error line and exits 1.
 fn fail(message: &str) -> ExitCode {
-    eprintln!("catml: {}", message.replace('\n', " "));
+    fail_with_hints(message, &[])
+}
+
+/// Prints the error line, then at most two indented hint lines, and exits 1.
+fn fail_with_hints(message: &str, hints: &[String]) -> ExitCode {
+    let mut text = format!("catml: {}\n", message.replace('\n', " "));
+    for h in hints.iter().take(2) {
+        text.push_str(&format!("  {}\n", h.replace('\n', " ")));
+    }
+    eprint!("{text}");
     ExitCode::from(1)
 }
 
@@ -144,9 +209,10 @@ fn write_stdout(text: &str) -> ExitCode {
     }
 }
 
-/// A usage error as one line: clap's message paragraph (which may list the missing arguments
-/// on lines of their own) joined, without the tips and usage that follow it.
-fn usage_error_line(e: &clap::Error) -> String {
+/// A usage error as one line (clap's message paragraph, which may list the missing arguments
+/// on lines of their own, joined) and up to two hints: clap's first tip ("a similar argument
+/// exists") and the usage line.
+fn usage_error(e: &clap::Error) -> (String, Vec<String>) {
     use clap::error::ErrorKind;
     if matches!(
         e.kind(),
@@ -156,20 +222,32 @@ fn usage_error_line(e: &clap::Error) -> String {
             .get_subcommands()
             .map(|c| c.get_name().to_string())
             .collect();
-        return format!("missing subcommand, expected one of: {}", names.join(", "));
+        return (
+            format!("missing subcommand, expected one of: {}", names.join(", ")),
+            vec!["usage: catml <COMMAND>; see `catml --help`".to_string()],
+        );
     }
-    let text = e.to_string();
-    let message: Vec<&str> = text
-        .lines()
-        .map(str::trim)
+    let text = e.render().to_string();
+    let lines: Vec<&str> = text.lines().map(str::trim).collect();
+    let message: Vec<&str> = lines
+        .iter()
+        .copied()
         .skip_while(|l| l.is_empty())
         .take_while(|l| !l.is_empty())
         .collect();
     let line = message.join(" ");
     let line = line.trim_start_matches("error: ");
-    if line.is_empty() {
+    let line = if line.is_empty() {
         "invalid arguments".to_string()
     } else {
         line.to_string()
+    };
+    let mut hints = Vec::new();
+    if let Some(tip) = lines.iter().find(|l| l.starts_with("tip: ")) {
+        hints.push(tip.to_string());
     }
+    if let Some(usage) = lines.iter().find(|l| l.starts_with("Usage: ")) {
+        hints.push(format!("usage: {}", &usage["Usage: ".len()..]));
+    }
+    (line, hints)
 }

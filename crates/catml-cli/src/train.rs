@@ -1,16 +1,32 @@
 //! `catml train SPEC.toml`: runs the spec through the library and prints the last epoch's
-//! metrics as JSON. The progress bar (stderr) is drawn only on a terminal and without --quiet.
+//! metrics as JSON on stdout. On stderr, unless --quiet: progress (a bar on a terminal, one
+//! line per epoch otherwise) and, at the end, the files the run wrote.
 
 use std::path::Path;
 
-use catml::train::{run_spec, RunOptions};
+use catml::train::{run_spec_with_outputs, RunOptions};
 
 pub fn run(spec: &Path, resume: bool, quiet: bool) -> Result<String, String> {
     let options = RunOptions {
         progress: !quiet,
         resume,
     };
-    let last = run_spec(spec, options).map_err(|e| e.to_string())?;
+    let (last, outputs) = run_spec_with_outputs(spec, options).map_err(|e| e.to_string())?;
+    if !quiet {
+        let written: Vec<String> = [
+            ("checkpoint", &outputs.checkpoint),
+            ("metrics", &outputs.metrics),
+            ("plot", &outputs.plot),
+        ]
+        .into_iter()
+        .filter_map(|(what, p)| p.as_ref().map(|p| format!("{what} {}", p.display())))
+        .collect();
+        if written.is_empty() {
+            eprintln!("wrote nothing: the spec's [output] names no files");
+        } else {
+            eprintln!("wrote {}", written.join(", "));
+        }
+    }
     let mut text = serde_json::to_string_pretty(&last).expect("metrics serialise");
     text.push('\n');
     Ok(text)

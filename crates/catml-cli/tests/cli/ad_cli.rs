@@ -146,9 +146,10 @@ fn grad_matches_the_closed_forms() {
     ]);
     // Default seeds are all ones (L = sum of Y).
     assert_gradients(&out["gradients"], &[1.0; 6]);
-    // W and b are parameters; untagged, they group under "untagged".
-    let by_tag = out["gradients_by_tag"]["untagged"].as_object().unwrap();
-    assert_eq!(by_tag.keys().collect::<Vec<_>>(), ["W", "b"]);
+    // W and b are parameters; untagged, they group under "untagged", named, not repeated.
+    let by_tag = &out["gradients_by_tag"]["untagged"];
+    assert_eq!(by_tag["parameters"], serde_json::json!(["W", "b"]));
+    assert_eq!(by_tag["elements"], 12);
     assert_eq!(out["conventions"], Value::Array(vec![]));
 }
 

@@ -51,9 +51,10 @@ fn ok_json(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Value {
     serde_json::from_str(&ok(args)).unwrap()
 }
 
-/// Runs and expects failure: exit code 1, nothing on stdout, one line on stderr. Returns the
-/// line without the `catml: ` prefix.
-fn fails(args: &[&dyn AsRef<std::ffi::OsStr>]) -> String {
+/// Runs and expects failure: exit code 1, nothing on stdout, the error on the first line of
+/// stderr and at most two indented hint lines after it. Returns the error without the
+/// `catml: ` prefix, and the hints.
+fn fails_with_hints(args: &[&dyn AsRef<std::ffi::OsStr>]) -> (String, Vec<String>) {
     let out = catml(args).output().unwrap();
     assert_eq!(out.status.code(), Some(1), "exit code");
     assert_eq!(
@@ -62,13 +63,29 @@ fn fails(args: &[&dyn AsRef<std::ffi::OsStr>]) -> String {
         "stdout on failure"
     );
     let stderr = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(stderr.lines().count(), 1, "one line on stderr: {stderr:?}");
     assert!(stderr.ends_with('\n'));
-    stderr
-        .trim_end()
-        .strip_prefix("catml: ")
+    let mut lines = stderr.lines();
+    let first = lines
+        .next()
+        .and_then(|l| l.strip_prefix("catml: "))
         .unwrap_or_else(|| panic!("no `catml: ` prefix: {stderr:?}"))
-        .to_string()
+        .to_string();
+    let hints: Vec<String> = lines
+        .map(|l| {
+            l.strip_prefix("  ")
+                .unwrap_or_else(|| panic!("hint not indented: {stderr:?}"))
+                .to_string()
+        })
+        .collect();
+    assert!(hints.len() <= 2, "at most two hint lines: {stderr:?}");
+    (first, hints)
+}
+
+/// Runs and expects failure in exactly one line; returns it without the `catml: ` prefix.
+fn fails(args: &[&dyn AsRef<std::ffi::OsStr>]) -> String {
+    let (line, hints) = fails_with_hints(args);
+    assert_eq!(hints, Vec::<String>::new(), "one line on stderr: {line}");
+    line
 }
 
 fn library_module() -> Program {
@@ -191,6 +208,30 @@ fn unreadable_module_fails_in_one_line() {
     );
 }
 
+/// The extension picks the reader: `.catml` is a listing, `.json` LensIR JSON; other files are
+/// recognised by their text.
+#[test]
+fn the_extension_picks_the_module_reader() {
+    let text = listing::print(&library_module());
+    let expected = ok(&[&"check", &module()]);
+    for name in ["tied.catml", "tied.txt"] {
+        assert_eq!(ok(&[&"check", &scratch(name, &text)]), expected, "{name}");
+    }
+    let misnamed = scratch("tied-listing.json", &text);
+    assert_eq!(
+        fails(&[&"check", &misnamed]),
+        format!(
+            "{}: module: expected value at line 1 column 1",
+            misnamed.display()
+        )
+    );
+    let empty = scratch("empty.catml", "  \n");
+    assert_eq!(
+        fails(&[&"check", &empty]),
+        format!("{}: the file is empty", empty.display())
+    );
+}
+
 #[test]
 fn invalid_modules_fail_with_their_golden_message() {
     for name in [
@@ -198,6 +239,8 @@ fn invalid_modules_fail_with_their_golden_message() {
         "malformed_json",
         "add_shape_mismatch",
         "unknown_primitive",
+        "misspelt_primitive",
+        "misspelt_field",
     ] {
         let path = rejection(&format!("{name}.json"));
         let expected = std::fs::read_to_string(rejection(&format!("{name}.expected"))).unwrap();
@@ -220,7 +263,8 @@ fn malformed_inputs_name_the_json_path() {
     assert_eq!(
         fails(&[&"eval", &module(), &"--inputs", &bad]),
         format!(
-            "{}: X.data[5]: invalid type: string \"six\", expected a JSON number at line 1 column 53",
+            "{}: X: data[5]: \"six\" is not a number (the only strings are \"nan\", \"inf\" and \
+             \"-inf\") at line 1 column 56",
             bad.display()
         )
     );
@@ -302,6 +346,18 @@ fn extra_input_fails_naming_it() {
             path.display()
         )
     );
+    let typo = scratch(
+        "typo-input.json",
+        &json!({"X": tensor_json(&[2, 3]), "W": tensor_json(&[3, 3]), "bb": tensor_json(&[3])})
+            .to_string(),
+    );
+    assert_eq!(
+        fails(&[&"eval", &module(), &"--inputs", &typo]),
+        format!(
+            "{}: unknown input `bb`: the program has no such input (did you mean `b`?)",
+            typo.display()
+        )
+    );
 }
 
 #[test]
@@ -325,34 +381,92 @@ fn a_domain_error_names_the_module_and_the_node() {
 }
 
 #[test]
-fn usage_errors_fail_in_one_line() {
-    let missing = fails(&[]);
+fn usage_errors_fail_in_one_line_with_clap_hints() {
+    let (missing, hints) = fails_with_hints(&[]);
     assert!(
         missing.starts_with(
             "missing subcommand, expected one of: check, print, shape, params, cost, eval, grad"
         ),
         "{missing}"
     );
+    assert_eq!(hints, ["usage: catml <COMMAND>; see `catml --help`"]);
     assert_eq!(
-        fails(&[&"frobnicate"]),
-        "unrecognized subcommand 'frobnicate'"
+        fails_with_hints(&[&"frobnicate"]),
+        (
+            "unrecognized subcommand 'frobnicate'".to_string(),
+            vec!["usage: catml <COMMAND>".to_string()]
+        )
+    );
+    // clap's "did you mean" survives, as the first hint.
+    assert_eq!(
+        fails_with_hints(&[&"chek", &module()]),
+        (
+            "unrecognized subcommand 'chek'".to_string(),
+            vec![
+                "tip: a similar subcommand exists: 'check'".to_string(),
+                "usage: catml <COMMAND>".to_string()
+            ]
+        )
     );
     assert_eq!(
-        fails(&[&"check", &"--frobnicate", &module()]),
+        fails_with_hints(&[&"eval", &module(), &"--input", &inputs()]),
+        (
+            "unexpected argument '--input' found".to_string(),
+            vec![
+                "tip: a similar argument exists: '--inputs'".to_string(),
+                "usage: catml eval --inputs <IN.json> <MODULE>".to_string()
+            ]
+        )
+    );
+    assert_eq!(
+        fails_with_hints(&[&"check", &"--frobnicate", &module()]).0,
         "unexpected argument '--frobnicate' found"
     );
     assert_eq!(
-        fails(&[&"check"]),
-        "the following required arguments were not provided: <MODULE>"
+        fails_with_hints(&[&"check"]),
+        (
+            "the following required arguments were not provided: <MODULE>".to_string(),
+            vec!["usage: catml check <MODULE>".to_string()]
+        )
     );
     assert_eq!(
-        fails(&[&"eval", &module()]),
-        "the following required arguments were not provided: --inputs <INPUTS>"
+        fails_with_hints(&[&"eval", &module()]).0,
+        "the following required arguments were not provided: --inputs <IN.json>"
     );
     assert_eq!(
-        fails(&[&"print", &"--grad", &"--jvp", &module()]),
+        fails_with_hints(&[&"print", &"--grad", &"--jvp", &module()]).0,
         "the argument '--grad' cannot be used with '--jvp'"
     );
+}
+
+/// Every argument of every command says what it is.
+#[test]
+fn every_argument_has_help() {
+    for command in [
+        "check", "print", "shape", "params", "cost", "eval", "grad", "dot", "jvp", "train",
+        "verify",
+    ] {
+        let help = ok(&[&command, &"--help"]);
+        let arguments: Vec<&str> = help
+            .lines()
+            .skip_while(|l| !l.starts_with("Arguments:") && !l.starts_with("Options:"))
+            .map(str::trim)
+            .filter(|l| l.starts_with('<') || l.starts_with('-'))
+            .collect();
+        assert!(arguments.len() >= 2, "{command}: {help}");
+        for line in arguments {
+            // `<MODULE>  The module: ...` or `--inputs <IN.json>  JSON object ...`
+            let parts: Vec<&str> = line.split("  ").filter(|w| !w.trim().is_empty()).collect();
+            assert!(parts.len() >= 2, "{command}: no help for `{line}`");
+        }
+    }
+    let eval = ok(&[&"eval", &"--help"]);
+    assert!(eval.contains("<MODULE>  The module: LensIR JSON"), "{eval}");
+    let inputs = eval
+        .lines()
+        .find(|l| l.trim_start().starts_with("--inputs <IN.json>"))
+        .unwrap();
+    assert!(inputs.contains("JSON object mapping input names to tensors"));
 }
 
 #[test]

@@ -3,5 +3,7 @@
 mod ad_cli;
 mod commands;
 mod dot;
+mod output_cli;
+mod params_cli;
 mod train;
 mod verify_cmd;

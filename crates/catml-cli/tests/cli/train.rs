@@ -39,8 +39,26 @@ fn train_runs_the_example_spec_and_writes_its_outputs() {
     let spec = spec_in(&dir, |t| t.replace("epochs = 25", "epochs = 2"));
     let (code, stdout, stderr) = catml(&["train", spec.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
-    // stderr is not a terminal here: no progress bar, nothing printed.
-    assert_eq!(stderr, "");
+    // stderr is not a terminal here: one line per epoch, then where the outputs went.
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 3, "{stderr}");
+    for (k, line) in lines[..2].iter().enumerate() {
+        assert!(
+            line.starts_with(&format!("epoch {}/2  loss ", k + 1)),
+            "{line}"
+        );
+        assert!(line.contains("held-out loss") && line.contains("accuracy diagnosis_g"));
+    }
+    let out = dir.join("out");
+    assert_eq!(
+        lines[2],
+        format!(
+            "wrote checkpoint {}, metrics {}, plot {}",
+            out.join("checkpoint.safetensors").display(),
+            out.join("metrics.jsonl").display(),
+            out.join("loss.svg").display()
+        )
+    );
     let last: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(last["epoch"], 2);
     assert_eq!(last["step"], 100);
@@ -53,6 +71,15 @@ fn train_runs_the_example_spec_and_writes_its_outputs() {
     }
     let metrics = std::fs::read_to_string(dir.join("out/metrics.jsonl")).unwrap();
     assert_eq!(metrics.lines().count(), 2);
+}
+
+#[test]
+fn quiet_training_prints_nothing_on_stderr() {
+    let dir = std::env::temp_dir().join(format!("catml-cli-quiet-{}", std::process::id()));
+    let spec = spec_in(&dir, |t| t.replace("epochs = 25", "epochs = 2"));
+    let (code, stdout, stderr) = catml(&["train", "--quiet", spec.to_str().unwrap()]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert!(stdout.contains("\"epoch\": 2"));
 }
 
 #[test]

@@ -54,7 +54,7 @@ pub fn from_str(text: &str, registry: &Registry) -> Result<Program, ValidationEr
     let module: ModuleJson =
         serde_path_to_error::deserialize(&mut de).map_err(|e| ValidationError::Json {
             path: json_path(e.path()),
-            message: e.into_inner().to_string(),
+            message: super::suggest::serde_message(&e.into_inner().to_string()),
         })?;
     de.end().map_err(|e| ValidationError::Json {
         path: "module".to_string(),
@@ -235,6 +235,8 @@ pub(crate) fn build(m: ModuleJson, registry: &Registry) -> Result<Program, Valid
                     index,
                     name: node.name.clone(),
                     op: node.op.clone(),
+                    suggestion: super::suggest::nearest(&node.op, registry.names())
+                        .map(str::to_string),
                 });
                 None
             }

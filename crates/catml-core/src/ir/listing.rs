@@ -28,11 +28,7 @@ use crate::tensor::{DType, TensorType};
 const KEYWORDS: &[&str] = &["inputs", "instructions", "outputs"];
 
 fn is_plain(name: &str) -> bool {
-    !name.is_empty()
-        && !KEYWORDS.contains(&name)
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.-/#@$%".contains(c))
+    !name.is_empty() && !KEYWORDS.contains(&name) && name.chars().all(is_name_char)
 }
 
 fn write_name(out: &mut String, name: &str) {
@@ -90,14 +86,47 @@ pub fn print(p: &Program) -> String {
 
 /// A cursor over one line of the listing.
 struct Cursor<'a> {
+    /// The whole line, for columns.
+    text: &'a str,
     rest: &'a str,
     line: usize,
 }
 
+/// Characters of a plain (unquoted) name.
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_.-/#@$%".contains(c)
+}
+
+/// The text at the cursor as an error shows it: the next word, or the end of the line.
+fn shown(rest: &str) -> String {
+    let word: String = rest.chars().take_while(|c| !c.is_whitespace()).collect();
+    if word.is_empty() {
+        "the end of the line".to_string()
+    } else {
+        format!("`{word}`")
+    }
+}
+
 impl<'a> Cursor<'a> {
+    fn new(text: &'a str, line: usize) -> Cursor<'a> {
+        Cursor {
+            text,
+            rest: text.trim_end(),
+            line,
+        }
+    }
+
+    /// The 1-based column (in characters) of the cursor.
+    fn column(&self) -> usize {
+        // `rest` is always a suffix-trimmed tail of `text`, so the pointers share one buffer.
+        let offset = self.rest.as_ptr() as usize - self.text.as_ptr() as usize;
+        self.text[..offset].chars().count() + 1
+    }
+
     fn err(&self, message: impl Into<String>) -> ValidationError {
         ValidationError::Listing {
             line: self.line,
+            column: self.column(),
             message: message.into(),
         }
     }
@@ -117,11 +146,33 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Eats a keyword only when no name character follows it (`param`, not `params`).
+    fn eat_word(&mut self, word: &str) -> bool {
+        self.skip_ws();
+        match self.rest.strip_prefix(word) {
+            Some(r) if !r.starts_with(is_name_char) => {
+                self.rest = r;
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn expect(&mut self, token: &str) -> Result<(), ValidationError> {
         if self.eat(token) {
             Ok(())
         } else {
-            Err(self.err(format!("expected `{token}` at `{}`", self.rest)))
+            Err(self.err(format!("expected `{token}`, found {}", shown(self.rest))))
+        }
+    }
+
+    /// Nothing but spaces may follow; `what` says what the line may hold.
+    fn end(&mut self, what: &str) -> Result<(), ValidationError> {
+        self.skip_ws();
+        if self.rest.is_empty() {
+            Ok(())
+        } else {
+            Err(self.err(format!("unexpected {} after {what}", shown(self.rest))))
         }
     }
 
@@ -138,10 +189,10 @@ impl<'a> Cursor<'a> {
         }
         let end = self
             .rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || "_.-/#@$%".contains(c)))
+            .find(|c: char| !is_name_char(c))
             .unwrap_or(self.rest.len());
         if end == 0 {
-            return Err(self.err(format!("expected a name at `{}`", self.rest)));
+            return Err(self.err(format!("expected a name, found {}", shown(self.rest))));
         }
         let (name, rest) = self.rest.split_at(end);
         self.rest = rest;
@@ -192,14 +243,17 @@ fn dims_json(ty: &TensorType) -> Vec<Value> {
 }
 
 /// Parses a listing back into a program (validated like a LensIR module; node `k` is
-/// instruction `k`).
+/// instruction `k`). The parser is strict: anything a line does not expect, including text
+/// after its last field and any text after the closing `)`, is an error naming its line and
+/// column.
 pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationErrors> {
     #[derive(PartialEq)]
     enum Section {
         Start,
         Inputs,
         Instructions,
-        Done,
+        Outputs,
+        Closed,
     }
     let mut section = Section::Start;
     let mut module = ModuleJson {
@@ -209,58 +263,76 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
         nodes: Vec::new(),
         outputs: Vec::new(),
     };
-    // Each instruction's declared type and its line.
-    let mut declared: Vec<(TensorType, usize)> = Vec::new();
+    // Each instruction's declared type, its line and the column of the type.
+    let mut declared: Vec<(TensorType, usize, usize)> = Vec::new();
     let mut saw_outputs = false;
     for (i, raw) in text.lines().enumerate() {
-        let mut c = Cursor {
-            rest: raw.trim(),
-            line: i + 1,
-        };
+        let mut c = Cursor::new(raw, i + 1);
+        c.skip_ws();
         if c.rest.is_empty() {
             continue;
         }
         match section {
             Section::Start => {
                 c.expect("program(")?;
+                c.end("`program(`")?;
                 section = Section::Inputs;
                 continue;
             }
-            _ if c.eat("inputs:") => {
+            Section::Closed => {
+                return Err(c
+                    .err(format!(
+                        "unexpected {} after the closing `)`",
+                        shown(c.rest)
+                    ))
+                    .into())
+            }
+            _ if c.rest.starts_with("inputs:") => {
+                c.expect("inputs:")?;
+                c.end("`inputs:`")?;
                 section = Section::Inputs;
                 continue;
             }
-            _ if c.eat("instructions:") => {
+            _ if c.rest.starts_with("instructions:") => {
+                c.expect("instructions:")?;
+                c.end("`instructions:`")?;
                 section = Section::Instructions;
                 continue;
             }
             _ if c.rest.starts_with("outputs:") => {
                 c.expect("outputs:")?;
-                loop {
-                    c.skip_ws();
-                    if c.rest.is_empty() {
-                        break;
-                    }
-                    module.outputs.push(c.name()?);
-                    if !c.eat(",") {
-                        break;
+                c.skip_ws();
+                // An empty list is left to the validator (a module needs an output); after a
+                // comma another name must follow.
+                if !c.rest.is_empty() {
+                    loop {
+                        module.outputs.push(c.name()?);
+                        if !c.eat(",") {
+                            c.end("an output name (separate outputs with `,`)")?;
+                            break;
+                        }
                     }
                 }
                 saw_outputs = true;
-                section = Section::Done;
+                section = Section::Outputs;
             }
-            _ if c.rest == ")" => {
+            _ if c.rest.starts_with(')') => {
+                c.expect(")")?;
+                c.end("the closing `)`")?;
                 if !saw_outputs {
                     return Err(c.err("missing `outputs:` line").into());
                 }
-                return finish(module, &declared, registry);
+                section = Section::Closed;
             }
             Section::Inputs => {
                 let name = c.name()?;
                 c.expect(":")?;
                 let ty = c.ty()?;
-                if c.eat("param") {
+                if c.eat_word("param") {
                     module.parameters.push(name.clone());
+                    c.end("`param`")?;
+                } else {
+                    c.end(&format!("the type {ty} (only `param` may follow it)"))?;
                 }
                 module.inputs.push(InputJson {
                     name,
@@ -288,12 +360,32 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                 }
                 let name = c.name()?;
                 c.expect(":")?;
-                declared.push((c.ty()?, c.line));
+                c.skip_ws();
+                let column = c.column();
+                declared.push((c.ty()?, c.line, column));
                 c.expect("=")?;
                 c.skip_ws();
-                let open = c.rest.find('(').ok_or_else(|| c.err("expected `op(`"))?;
-                let op = c.rest[..open].trim().to_string();
-                c.rest = &c.rest[open + 1..];
+                let op_len = c
+                    .rest
+                    .find(|ch: char| ch == '(' || ch.is_whitespace())
+                    .unwrap_or(c.rest.len());
+                if op_len == 0 {
+                    return Err(c
+                        .err(format!("expected `op(`, found {}", shown(c.rest)))
+                        .into());
+                }
+                let op = c.rest[..op_len].to_string();
+                c.rest = &c.rest[op_len..];
+                if !c.rest.starts_with('(') {
+                    c.skip_ws();
+                    return Err(c
+                        .err(format!(
+                            "expected `(` after the primitive `{op}`, found {}",
+                            shown(c.rest)
+                        ))
+                        .into());
+                }
+                c.rest = &c.rest[1..];
                 let mut operands = Vec::new();
                 if !c.eat(")") {
                     loop {
@@ -311,10 +403,7 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                     Attrs::new()
                 };
                 let tag = if c.eat("tag=") { Some(c.name()?) } else { None };
-                c.skip_ws();
-                if !c.rest.is_empty() {
-                    return Err(c.err(format!("unexpected `{}`", c.rest)).into());
-                }
+                c.end("the instruction (only attributes `{..}` and `tag=NAME` may follow it)")?;
                 module.nodes.push(NodeJson {
                     name,
                     op,
@@ -323,11 +412,24 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                     tag,
                 });
             }
-            Section::Done => return Err(c.err(format!("unexpected `{}`", c.rest)).into()),
+            Section::Outputs => {
+                return Err(c
+                    .err(format!(
+                        "unexpected {} after `outputs:` (expected `)`)",
+                        shown(c.rest)
+                    ))
+                    .into())
+            }
         }
     }
+    if section == Section::Closed {
+        return finish(module, &declared, registry);
+    }
+    let line = text.lines().count().max(1);
+    let column = text.lines().last().map_or(0, |l| l.chars().count()) + 1;
     Err(ValidationError::Listing {
-        line: text.lines().count(),
+        line,
+        column,
         message: "unexpected end: expected `)`".to_string(),
     }
     .into())
@@ -335,14 +437,15 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
 
 fn finish(
     module: ModuleJson,
-    declared: &[(TensorType, usize)],
+    declared: &[(TensorType, usize, usize)],
     registry: &Registry,
 ) -> Result<Program, ValidationErrors> {
     let p = build(module, registry)?;
-    for (k, (n, (ty, line))) in p.nodes().iter().zip(declared).enumerate() {
+    for (k, (n, (ty, line, column))) in p.nodes().iter().zip(declared).enumerate() {
         if n.ty != *ty {
             return Err(ValidationError::Listing {
                 line: *line,
+                column: *column,
                 message: format!(
                     "instruction {k} `{}` is declared {ty} but its primitive gives {}",
                     n.name, n.ty

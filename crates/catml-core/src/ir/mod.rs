@@ -14,6 +14,7 @@ mod primitive;
 mod program;
 mod registry;
 mod structure;
+pub mod suggest;
 mod validate;
 
 pub use attrs::{attrs_json, attrs_of, AttrReader};

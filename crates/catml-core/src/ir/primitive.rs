@@ -42,7 +42,7 @@ pub enum TypeError {
         expected: String,
         found: DType,
     },
-    #[error("operand types differ: operand 0 is {left}, operand 1 is {right}")]
+    #[error("operand types differ: operand 0 is {left}, operand 1 is {right}{}", mismatch_hint(.left, .right))]
     Mismatch { left: TensorType, right: TensorType },
     #[error("operand {index} has type {found}, expected {expected}")]
     Operand {
@@ -54,6 +54,17 @@ pub enum TypeError {
     Attr { key: String, message: String },
     #[error("{0}")]
     Invalid(String),
+}
+
+/// How to make two operands agree: nothing is cast or broadcast implicitly.
+fn mismatch_hint(left: &TensorType, right: &TensorType) -> &'static str {
+    if left.dtype != right.dtype {
+        "; dtypes are never cast implicitly: convert one with `convert`"
+    } else if left.shape != right.shape {
+        "; shapes are never broadcast implicitly: broadcast one with `broadcast` first"
+    } else {
+        ""
+    }
 }
 
 /// The plural suffix for a count written as text ("1" operand, "2" or "at least 1" operands).

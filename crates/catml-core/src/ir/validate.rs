@@ -54,11 +54,13 @@ pub enum ValidationError {
     ParamNotInput { index: usize, name: String },
     #[error("parameters[{index}]: `{name}` is listed twice")]
     ParamTwice { index: usize, name: String },
-    #[error("nodes[{index}] `{name}`: unknown primitive `{op}`")]
+    #[error("nodes[{index}] `{name}`: unknown primitive `{op}`{}", suggestion_text(.suggestion))]
     UnknownPrimitive {
         index: usize,
         name: String,
         op: String,
+        /// The nearest registered name, if one is close.
+        suggestion: Option<String>,
     },
     #[error("nodes[{index}] `{name}` ({op}): {source}")]
     Type {
@@ -84,8 +86,20 @@ pub enum ValidationError {
     NoOutputs,
     #[error("outputs[{index}]: unknown output `{name}`")]
     UnknownOutput { index: usize, name: String },
-    #[error("line {line}: {message}")]
-    Listing { line: usize, message: String },
+    /// A listing that does not parse: the 1-based line and column (in characters) where it
+    /// stops making sense.
+    #[error("line {line}, column {column}: {message}")]
+    Listing {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
+fn suggestion_text(s: &Option<String>) -> String {
+    s.as_ref()
+        .map(|s| format!(" (did you mean `{s}`?)"))
+        .unwrap_or_default()
 }
 
 /// Every violation found in one module, in order of position.

@@ -1,10 +1,25 @@
 //! The TENSOR JSON form: `{"dtype": "f64", "shape": [..], "data": [..]}`, data flat and
-//! row-major, dtype optional (default f64).
+//! row-major, dtype optional (default f64). JSON has no NaN or infinity, so a non-finite float
+//! is written as one of the strings `"nan"`, `"inf"` and `"-inf"`, and read back from them.
 
 use serde::de::Error as _;
+use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{DType, Shape, Tensor};
+
+/// The string for a non-finite float, `None` for a finite one.
+fn non_finite_text(x: f64) -> Option<&'static str> {
+    if x.is_nan() {
+        Some("nan")
+    } else if x == f64::INFINITY {
+        Some("inf")
+    } else if x == f64::NEG_INFINITY {
+        Some("-inf")
+    } else {
+        None
+    }
+}
 
 #[derive(Serialize)]
 struct TensorOut<'a> {
@@ -13,19 +28,35 @@ struct TensorOut<'a> {
     data: DataOut<'a>,
 }
 
+/// Floats as numbers (f32 in its own shortest form), non-finite ones as strings.
+struct Floats<'a, T>(&'a [T]);
+
+impl<T: Copy + Serialize + Into<f64>> Serialize for Floats<'_, T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for &x in self.0 {
+            match non_finite_text(x.into()) {
+                Some(text) => seq.serialize_element(text)?,
+                None => seq.serialize_element(&x)?,
+            }
+        }
+        seq.end()
+    }
+}
+
 #[derive(Serialize)]
 #[serde(untagged)]
 enum DataOut<'a> {
-    F32(&'a [f32]),
-    F64(&'a [f64]),
+    F32(Floats<'a, f32>),
+    F64(Floats<'a, f64>),
     I64(&'a [i64]),
 }
 
 impl Serialize for Tensor {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let data = match self {
-            Tensor::F32(a) => DataOut::F32(a.data()),
-            Tensor::F64(a) => DataOut::F64(a.data()),
+            Tensor::F32(a) => DataOut::F32(Floats(a.data())),
+            Tensor::F64(a) => DataOut::F64(Floats(a.data())),
             Tensor::I64(a) => DataOut::I64(a.data()),
         };
         TensorOut {
@@ -37,13 +68,21 @@ impl Serialize for Tensor {
     }
 }
 
+/// One element as written: a number, or a string for a non-finite float.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ElementIn {
+    Number(serde_json::Number),
+    Text(String),
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TensorIn {
     #[serde(default)]
     dtype: Option<DType>,
     shape: Vec<usize>,
-    data: Vec<serde_json::Number>,
+    data: Vec<ElementIn>,
 }
 
 impl<'de> Deserialize<'de> for Tensor {
@@ -68,10 +107,13 @@ impl<'de> Deserialize<'de> for Tensor {
                     .data
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| {
-                        x.as_i64().ok_or_else(|| {
+                    .map(|(i, x)| match x {
+                        ElementIn::Number(x) => x.as_i64().ok_or_else(|| {
                             D::Error::custom(format!("data[{i}]: {x} is not an i64 integer"))
-                        })
+                        }),
+                        ElementIn::Text(x) => Err(D::Error::custom(format!(
+                            "data[{i}]: \"{x}\" is not an i64 integer"
+                        ))),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 Tensor::i64(shape, data)
@@ -81,12 +123,25 @@ impl<'de> Deserialize<'de> for Tensor {
                     .data
                     .iter()
                     .enumerate()
-                    .map(|(i, x)| {
-                        x.as_f64()
+                    .map(|(i, x)| match x {
+                        ElementIn::Number(x) => x
+                            .as_f64()
                             .filter(|v| dtype == DType::F64 || (*v as f32).is_finite())
                             .ok_or_else(|| {
-                                D::Error::custom(format!("data[{i}]: {x} is not a finite {dtype}"))
-                            })
+                                D::Error::custom(format!(
+                                    "data[{i}]: {x} is out of range for {dtype} (write \
+                                     non-finite numbers as \"nan\", \"inf\" or \"-inf\")"
+                                ))
+                            }),
+                        ElementIn::Text(x) => match x.as_str() {
+                            "nan" => Ok(f64::NAN),
+                            "inf" => Ok(f64::INFINITY),
+                            "-inf" => Ok(f64::NEG_INFINITY),
+                            _ => Err(D::Error::custom(format!(
+                                "data[{i}]: \"{x}\" is not a number (the only strings are \
+                                 \"nan\", \"inf\" and \"-inf\")"
+                            ))),
+                        },
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 Tensor::from_f64s(dtype, shape, data)
@@ -108,6 +163,30 @@ mod tests {
         assert_eq!(s, r#"{"dtype":"f32","shape":[1],"data":[0.1]}"#);
         let back: Tensor = serde_json::from_str(&s).unwrap();
         assert_eq!(back.as_f32().unwrap().data(), &[0.1f32]);
+    }
+
+    #[test]
+    fn non_finite_floats_are_the_strings_nan_inf_and_minus_inf() {
+        let t = Tensor::f32([3], vec![f32::NAN, f32::INFINITY, -1.5]).unwrap();
+        let s = serde_json::to_string(&t).unwrap();
+        assert_eq!(
+            s,
+            r#"{"dtype":"f32","shape":[3],"data":["nan","inf",-1.5]}"#
+        );
+        let back: Tensor = serde_json::from_str(&s).unwrap();
+        let d = back.as_f32().unwrap().data();
+        assert!(d[0].is_nan() && d[1] == f32::INFINITY && d[2] == -1.5);
+        let t: Tensor = serde_json::from_str(r#"{"shape": [1], "data": ["-inf"]}"#).unwrap();
+        assert_eq!(t.to_f64_vec(), [f64::NEG_INFINITY]);
+        let e = serde_json::from_str::<Tensor>(r#"{"shape": [1], "data": ["NaN"]}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"data[0]: "NaN" is not a number (the only strings are "nan", "inf" and "-inf")"#
+        );
+        let e =
+            serde_json::from_str::<Tensor>(r#"{"dtype": "i64", "shape": [1], "data": ["inf"]}"#)
+                .unwrap_err();
+        assert_eq!(e.to_string(), r#"data[0]: "inf" is not an i64 integer"#);
     }
 
     #[test]

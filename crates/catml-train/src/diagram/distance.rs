@@ -37,7 +37,7 @@ pub(crate) fn between_paths(
     right: Var,
 ) -> Result<Var, TypeError> {
     match d {
-        Distance::SquaredError => squared_error(b, left, right),
+        Distance::Mse => squared_error(b, left, right),
         Distance::CrossEntropy => {
             let p = b.softmax(left, 1)?;
             cross_entropy(b, p, right)
@@ -53,7 +53,7 @@ pub(crate) fn against_data(
     target: Var,
 ) -> Result<Var, TypeError> {
     match d {
-        Distance::SquaredError => squared_error(b, output, target),
+        Distance::Mse => squared_error(b, output, target),
         Distance::CrossEntropy => cross_entropy(b, target, output),
     }
 }

@@ -60,6 +60,15 @@ pub enum DiagramError {
         expected: TensorType,
         found: TensorType,
     },
+    #[error("arrow \"{arrow}\": its {side} {found} is one example of object \"{object}\", without a batch dimension; a diagram's arrows take batches, so declare it {expected}")]
+    Unbatched {
+        arrow: String,
+        side: &'static str,
+        object: String,
+        /// The batched type, or its pattern when the diagram has no batch size yet.
+        expected: String,
+        found: TensorType,
+    },
     #[error("arrow \"{arrow}\": batch size {found} differs from the diagram's {expected}")]
     Batch {
         arrow: String,

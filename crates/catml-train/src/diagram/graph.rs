@@ -74,6 +74,29 @@ impl Diagram {
                 name,
             });
         }
+        let ends = [
+            ("data input", arrow.source(), arrow.input_type().clone()),
+            ("output", arrow.target(), arrow.output_type()),
+        ];
+        for (side, object, found) in ends {
+            // A module written for one example: say so rather than misread its first axis.
+            if self.object_type(object) == Some(&found) {
+                let expected = match self.batch {
+                    Some(b) => batched(&found, b).to_string(),
+                    None => format!("{}[B, {}] with B the batch size", found.dtype, {
+                        let dims: Vec<String> = found.dims().iter().map(usize::to_string).collect();
+                        dims.join(", ")
+                    }),
+                };
+                return Err(DiagramError::Unbatched {
+                    arrow: name,
+                    side,
+                    object: object.to_string(),
+                    expected,
+                    found,
+                });
+            }
+        }
         let batch = arrow.batch();
         if let Some(expected) = self.batch {
             if expected != batch {

@@ -4,7 +4,9 @@ use super::Path;
 
 /// How two batches are compared, row by row (a row's value is then weighted and summed).
 ///
-/// - `SquaredError`: ½ Σ_j (a_j − b_j)² over the features of the row;
+/// - `Mse`: ½ Σ_j (a_j − b_j)² over the features of the row (the spec's `mse`, also read as
+///   `squared_error`); unlike the `mse` primitive (mean over all elements, no ½) the row
+///   average of this term is half the summed squared error per row;
 /// - `CrossEntropy`: −Σ_j p_j log softmax(z)_j with z the second argument's class scores. In an
 ///   equation p = softmax of the left path's scores (the left path is the reference); in a
 ///   supervised term p is the target data (one-hot labels or any distribution). Both need
@@ -12,14 +14,14 @@ use super::Path;
 ///   (stopped) maximum before exponentiating, so no row overflows, whatever its scores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Distance {
-    SquaredError,
+    Mse,
     CrossEntropy,
 }
 
 impl Distance {
     pub fn as_str(self) -> &'static str {
         match self {
-            Distance::SquaredError => "squared_error",
+            Distance::Mse => "mse",
             Distance::CrossEntropy => "cross_entropy",
         }
     }
@@ -44,7 +46,7 @@ impl Equation {
             left,
             right,
             weight: 1.0,
-            distance: Distance::SquaredError,
+            distance: Distance::Mse,
         }
     }
 
@@ -75,7 +77,7 @@ impl Supervised {
             name: name.to_string(),
             path,
             weight: 1.0,
-            loss: Distance::SquaredError,
+            loss: Distance::Mse,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Checkpoints: one safetensors file with the parameters (`param/<name>`), the optimiser state
 //! (`optim/<key>`, including its step counter) and, as metadata, the epoch, the shuffling RNG's
-//! exact position and the metrics so far. Resuming from it continues bit for bit.
+//! exact position, the metrics so far and, for a run from a spec, its [`Provenance`]. Resuming
+//! from it continues bit for bit.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -9,10 +10,12 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use super::metrics::{from_json_lines, to_json_lines};
+use super::provenance::Provenance;
 use super::{EpochMetrics, TrainError};
 use crate::tensor::{write_atomic, Params};
 
-const FORMAT: &str = "catml-checkpoint/1";
+/// The `format` metadata of a checkpoint.
+pub(crate) const FORMAT: &str = "catml-checkpoint/1";
 
 /// Everything a trainer needs to continue.
 #[derive(Debug, Clone)]
@@ -22,6 +25,7 @@ pub(crate) struct Checkpoint {
     pub epoch: usize,
     pub rng: ChaCha8Rng,
     pub history: Vec<EpochMetrics>,
+    pub provenance: Option<Provenance>,
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -61,6 +65,10 @@ impl Checkpoint {
             ("history", to_json_lines(&self.history)),
         ]
         .into_iter()
+        .chain(self.provenance.as_ref().map(|p| {
+            let json = serde_json::to_string(p).expect("provenance serialises");
+            ("provenance", json)
+        }))
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         let bytes = store
@@ -99,6 +107,13 @@ impl Checkpoint {
         rng.set_word_pos(word_pos);
         let history =
             from_json_lines(get("history")?).map_err(|e| fail(format!("history: {e}")))?;
+        let provenance = match meta.get("provenance") {
+            Some(json) => Some(
+                serde_json::from_str(json)
+                    .map_err(|e| fail(format!("metadata `provenance` is malformed: {e}")))?,
+            ),
+            None => None,
+        };
         let mut params = Params::new();
         let mut optim = Params::new();
         for (n, t) in store.iter() {
@@ -118,6 +133,7 @@ impl Checkpoint {
             epoch,
             rng,
             history,
+            provenance,
         })
     }
 }

@@ -12,8 +12,11 @@ mod error;
 mod evaluate;
 mod init;
 mod metrics;
+mod module_file;
+mod param_file;
 mod plot;
 mod progress;
+mod provenance;
 mod setup;
 pub mod spec;
 mod table;
@@ -24,8 +27,13 @@ pub use error::TrainError;
 pub use evaluate::Evaluation;
 pub use init::initialise;
 pub use metrics::{from_json_lines, to_json_lines, write_metrics, EpochMetrics};
-pub use plot::{loss_curve_svg, write_plot};
-pub use progress::Progress;
-pub use setup::{prepare, run_spec, Run, RunOptions};
+pub use module_file::{
+    read_module, read_module_with, ModuleFileError, ModuleFormat, MAX_MODULE_BYTES,
+};
+pub use param_file::{module_params, ParamFileError};
+pub use plot::{loss_curve_svg, training_curves_svg, write_plot, write_plot_scaled, PlotScale};
+pub use progress::{epoch_summary, Progress};
+pub use provenance::{file_digest, Provenance};
+pub use setup::{prepare, run_spec, run_spec_with_outputs, Run, RunOptions};
 pub use table::Table;
 pub use trainer::{Outputs, Trainer};

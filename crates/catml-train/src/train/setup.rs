@@ -11,7 +11,6 @@ use super::spec::{
 };
 use super::{initialise, Columns, Dataset, EpochMetrics, Outputs, Table, TrainError, Trainer};
 use crate::diagram::{Arrow, Diagram, DiagramError, Distance, Equation, Path, Supervised, Term};
-use crate::ir::{json, listing, Program};
 use crate::optim::{Adam, Method, OptimError, Optimiser, Schedule, Sgd};
 use crate::tensor::{DType, Params, TensorType};
 
@@ -34,6 +33,16 @@ pub struct RunOptions {
 
 /// Reads, prepares and runs a spec file; returns the last epoch's metrics.
 pub fn run_spec(path: &FsPath, options: RunOptions) -> Result<EpochMetrics, TrainError> {
+    run_spec_with_outputs(path, options).map(|(last, _)| last)
+}
+
+/// Reads, prepares and runs a spec file; returns the last epoch's metrics and where the run
+/// wrote its outputs. A resumed run must be the run its checkpoint was written by: the same
+/// settings and the same files (see [`Provenance`](super::Provenance)).
+pub fn run_spec_with_outputs(
+    path: &FsPath,
+    options: RunOptions,
+) -> Result<(EpochMetrics, Outputs), TrainError> {
     let in_spec = |source| TrainError::Spec {
         path: path.display().to_string(),
         source,
@@ -45,6 +54,8 @@ pub fn run_spec(path: &FsPath, options: RunOptions) -> Result<EpochMetrics, Trai
     let spec = Spec::parse(&text).map_err(in_spec)?;
     let base = path.parent().unwrap_or(FsPath::new("."));
     let mut run = prepare(&spec, base).map_err(in_spec)?;
+    let provenance = super::Provenance::of_spec(&text, &spec, base)?;
+    run.trainer = run.trainer.with_provenance(provenance);
     for p in [
         &run.outputs.checkpoint,
         &run.outputs.metrics,
@@ -67,27 +78,59 @@ pub fn run_spec(path: &FsPath, options: RunOptions) -> Result<EpochMetrics, Trai
     }
     run.trainer
         .run(run.epochs, &run.outputs, options.progress)?;
-    run.trainer
+    let last = run
+        .trainer
         .history()
         .last()
         .cloned()
-        .ok_or(TrainError::Empty { which: "metrics" })
+        .ok_or(TrainError::Empty { which: "metrics" })?;
+    Ok((last, run.outputs))
 }
 
 fn resolve(base: &FsPath, p: &str) -> PathBuf {
     base.join(p)
 }
 
-/// A module file: LensIR JSON, or a CatML listing if it starts with `program(`.
-fn read_module(path: &FsPath) -> Result<Program, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let registry = crate::prim::builtins();
-    let parsed = if text.trim_start().starts_with("program(") {
-        listing::parse(&text, registry)
-    } else {
-        json::from_str(&text, registry)
-    };
-    parsed.map_err(|e| format!("{}: {}", path.display(), e.to_string().replace('\n', " ")))
+/// A module written for one example (no batch dimension) is named as such, with the type it
+/// should declare, before its first axis is misread as a batch size.
+fn check_batched(
+    key: &str,
+    program: &crate::ir::Program,
+    a: &super::spec::ArrowSpec,
+    spec: &Spec,
+    d: &Diagram,
+) -> Result<(), SpecError> {
+    let data = program.data_indices();
+    if data.len() != 1 || program.outputs().len() != 1 {
+        return Ok(()); // Arrow::new reports the interface.
+    }
+    let ends = [
+        (
+            "data input",
+            &a.source,
+            program.inputs()[data[0]].ty.clone(),
+        ),
+        ("output", &a.target, program.output_types().remove(0)),
+    ];
+    for (side, object, found) in ends {
+        let Some(ty) = d.object_type(object) else {
+            continue;
+        };
+        if ty.dims() == found.dims() {
+            let mut dims = vec![spec.batch_size];
+            dims.extend_from_slice(found.dims());
+            return Err(SpecError::new(
+                format!("{key}.module"),
+                format!(
+                    "the module is unbatched: its {side} {found} is one example of object \
+                     \"{object}\"; give it a leading batch dimension of batch_size {}: {}",
+                    spec.batch_size,
+                    TensorType::new(found.dtype, dims)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The message of a diagram error without its leading `<label>: `.
@@ -133,7 +176,7 @@ fn path_of(arrows: &[String]) -> Path {
 
 fn distance(d: DistanceSpec) -> Distance {
     match d {
-        DistanceSpec::SquaredError => Distance::SquaredError,
+        DistanceSpec::Mse => Distance::Mse,
         DistanceSpec::CrossEntropy => Distance::CrossEntropy,
     }
 }
@@ -294,8 +337,17 @@ pub fn prepare(spec: &Spec, base: &FsPath) -> Result<Run, SpecError> {
     for (name, o) in &spec.objects {
         let key = format!("objects.{name}");
         let ty = object_type(&key, o)?;
-        d.object(name, ty.clone())
-            .map_err(|e| SpecError::new(&key, strip(&e, &format!("object \"{name}\""))))?;
+        d.object(name, ty.clone()).map_err(|e| match e {
+            DiagramError::DType { expected, .. } => SpecError::new(
+                format!("{key}.dtype"),
+                format!(
+                    "dtype {} differs from the other objects' {expected}: a diagram has one \
+                     dtype, so give every object the same `dtype` (default \"f32\")",
+                    ty.dtype
+                ),
+            ),
+            e => SpecError::new(&key, strip(&e, &format!("object \"{name}\""))),
+        })?;
         if let Some(columns) = &o.columns {
             bindings.push((name.clone(), Columns::Values(columns.clone())));
         }
@@ -324,8 +376,9 @@ pub fn prepare(spec: &Spec, base: &FsPath) -> Result<Run, SpecError> {
                 ));
             }
         }
-        let program = read_module(&resolve(base, &a.module))
-            .map_err(|m| SpecError::new(format!("{key}.module"), m))?;
+        let program = super::read_module(&resolve(base, &a.module))
+            .map_err(|e| SpecError::new(format!("{key}.module"), e.to_string()))?;
+        check_batched(&key, &program, a, spec, &d)?;
         let (params, params_key) = match &a.params {
             Some(file) => (
                 Params::load(&resolve(base, file))
@@ -353,8 +406,23 @@ pub fn prepare(spec: &Spec, base: &FsPath) -> Result<Run, SpecError> {
                 ),
             ));
         }
-        d.arrow(arrow)
-            .map_err(|e| SpecError::new(format!("{key}.module"), strip(&e, &label)))?;
+        d.arrow(arrow).map_err(|e| match e {
+            DiagramError::ArrowType {
+                object,
+                expected,
+                found,
+                side,
+                ..
+            } if expected.dtype != found.dtype => SpecError::new(
+                format!("{key}.module"),
+                format!(
+                    "the module's {side} is {found} but object \"{object}\" is {}: set \
+                     `dtype = \"{}\"` on the objects (default \"f32\")",
+                    expected.dtype, found.dtype
+                ),
+            ),
+            e => SpecError::new(format!("{key}.module"), strip(&e, &label)),
+        })?;
     }
 
     for (i, e) in spec.equations.iter().enumerate() {
@@ -464,6 +532,7 @@ pub fn prepare(spec: &Spec, base: &FsPath) -> Result<Run, SpecError> {
             checkpoint: out(&spec.output.checkpoint),
             metrics: out(&spec.output.metrics),
             plot: out(&spec.output.plot),
+            plot_scale: spec.output.plot_scale,
         },
     })
 }

@@ -28,7 +28,7 @@
 //! left = ["h"]
 //! right = ["f", "g"]                   # [] is the identity at the other path's source
 //! weight = 1.0                         # default 1
-//! distance = "squared_error"           # or "cross_entropy"
+//! distance = "mse"                     # or "cross_entropy" ("squared_error" = "mse")
 //!
 //! [[supervised]]
 //! name = "diagnosis"
@@ -50,8 +50,14 @@
 //! [output]
 //! checkpoint = "out/triangle.safetensors"
 //! metrics = "out/metrics.jsonl"
-//! plot = "out/loss.svg"
+//! plot = "out/loss.svg"                # losses, terms, defects and accuracies per epoch
+//! plot_scale = "log"                   # optional: "linear" (default) or "log" loss axis
 //! ```
+//!
+//! The checkpoint records the spec's settings and the SHA-256 of every file it reads; `--resume`
+//! refuses a checkpoint written under other settings or files, naming what changed (`epochs`
+//! may grow, unless a cosine schedule without `total` takes its length from it; `[output]` may
+//! change).
 
 use std::collections::BTreeMap;
 
@@ -127,8 +133,10 @@ pub struct ArrowSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DistanceSpec {
+    /// `mse` (also accepted as `squared_error`): per row ½ Σ_j (a_j − b_j)².
     #[default]
-    SquaredError,
+    #[serde(alias = "squared_error")]
+    Mse,
     CrossEntropy,
 }
 
@@ -219,6 +227,9 @@ pub struct OutputSpec {
     pub checkpoint: Option<String>,
     pub metrics: Option<String>,
     pub plot: Option<String>,
+    /// The plot's loss axis: "linear" (default) or "log".
+    #[serde(default)]
+    pub plot_scale: super::PlotScale,
 }
 
 /// 1-based line of a byte offset.
@@ -243,7 +254,8 @@ impl Spec {
             } else {
                 path
             };
-            SpecError::new(key, e.inner().message().trim().replace('\n', " "))
+            let message = e.inner().message().trim().replace('\n', " ");
+            SpecError::new(key, crate::ir::suggest::serde_message(&message))
         })
     }
 }

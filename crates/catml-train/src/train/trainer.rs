@@ -12,7 +12,8 @@ use super::batches::{check_bound, make_batch, needs, Needs, Norm};
 use super::checkpoint::Checkpoint;
 use super::evaluate::{evaluate, label_probes, Probe};
 use super::metrics::write_metrics;
-use super::plot::write_plot;
+use super::plot::{write_plot_scaled, PlotScale};
+use super::provenance::Provenance;
 use super::{Dataset, EpochMetrics, Evaluation, Progress, TrainError};
 use crate::diagram::{Compiled, Diagram, Path};
 use crate::optim::Optimiser;
@@ -24,6 +25,8 @@ pub struct Outputs {
     pub checkpoint: Option<PathBuf>,
     pub metrics: Option<PathBuf>,
     pub plot: Option<PathBuf>,
+    /// The plot's loss axis.
+    pub plot_scale: PlotScale,
 }
 
 /// Trains a diagram's arrows on a dataset.
@@ -46,6 +49,7 @@ pub struct Trainer {
     rng: ChaCha8Rng,
     epoch: usize,
     history: Vec<EpochMetrics>,
+    provenance: Option<Provenance>,
 }
 
 impl Trainer {
@@ -99,6 +103,7 @@ impl Trainer {
             rng: ChaCha8Rng::seed_from_u64(seed),
             epoch: 0,
             history: Vec::new(),
+            provenance: None,
         })
     }
 
@@ -117,6 +122,13 @@ impl Trainer {
     pub fn probe(&mut self, name: &str, path: &Path) -> Result<(), TrainError> {
         self.probes.push(Probe::new(&self.diagram, name, path)?);
         Ok(())
+    }
+
+    /// Records what the run is made from: checkpoints carry it, and [`resume`](Self::resume)
+    /// refuses a checkpoint recorded from anything else.
+    pub fn with_provenance(mut self, provenance: Provenance) -> Trainer {
+        self.provenance = Some(provenance);
+        self
     }
 
     pub fn diagram(&self) -> &Diagram {
@@ -228,6 +240,7 @@ impl Trainer {
         while self.epoch < epochs {
             self.epoch(&progress)?;
             self.write_outputs(outputs)?;
+            progress.epoch_done(self.history.last().expect("an epoch ran"), epochs);
         }
         progress.finish();
         Ok(())
@@ -242,7 +255,7 @@ impl Trainer {
             write_metrics(p, &self.history)?;
         }
         if let Some(p) = &outputs.plot {
-            write_plot(p, &self.history)?;
+            write_plot_scaled(p, &self.history, outputs.plot_scale)?;
         }
         Ok(())
     }
@@ -255,6 +268,7 @@ impl Trainer {
             epoch: self.epoch,
             rng: self.rng.clone(),
             history: self.history.clone(),
+            provenance: self.provenance.clone(),
         }
         .save(path)
     }
@@ -267,6 +281,21 @@ impl Trainer {
             path: path.display().to_string(),
             reason,
         };
+        if let Some(now) = &self.provenance {
+            let Some(then) = &c.provenance else {
+                return Err(fail(
+                    "records no spec, so resuming could not continue the same run".to_string(),
+                ));
+            };
+            let changes = now.changes_since(then);
+            if !changes.is_empty() {
+                return Err(fail(format!(
+                    "written under a different spec or files, so resuming would not continue \
+                     the same run: {}",
+                    changes.join("; ")
+                )));
+            }
+        }
         for (name, t) in self.params.iter() {
             match c.params.get(name) {
                 None => return Err(fail(format!("no parameter `{name}`"))),

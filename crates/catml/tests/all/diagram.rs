@@ -683,3 +683,40 @@ fn batches_are_checked_against_the_loss_program() {
         "parameters: missing `h.W` (f64[1, 1])"
     );
 }
+
+/// A module written for one example is named as unbatched, with the type to declare, rather
+/// than having its first axis read as a batch size.
+#[test]
+fn an_unbatched_module_is_named_as_such() {
+    let ty = TensorType::new(DType::F64, [2]);
+    let unbatched = || {
+        let mut b = Builder::new();
+        let x = b.input("x", ty.clone(), InputKind::Data).unwrap();
+        let y = b.tanh(x).unwrap();
+        b.finish(&[y]).unwrap()
+    };
+    let mut d = Diagram::new();
+    d.object("E", ty.clone()).unwrap();
+    d.object("S", ty.clone()).unwrap();
+    let a = Arrow::new("f", "E", "S", unbatched(), Default::default()).unwrap();
+    assert_eq!(
+        d.arrow(a).unwrap_err().to_string(),
+        "arrow \"f\": its data input f64[2] is one example of object \"E\", without a batch \
+         dimension; a diagram's arrows take batches, so declare it f64[B, 2] with B the batch size"
+    );
+    // Once the diagram has a batch size, the message gives the exact type.
+    let mut b = Builder::new();
+    let x = b
+        .input("x", TensorType::new(DType::F64, [3, 2]), InputKind::Data)
+        .unwrap();
+    let y = b.tanh(x).unwrap();
+    let batched = b.finish(&[y]).unwrap();
+    d.arrow(Arrow::new("g", "E", "S", batched, Default::default()).unwrap())
+        .unwrap();
+    let a = Arrow::new("h", "S", "E", unbatched(), Default::default()).unwrap();
+    assert_eq!(
+        d.arrow(a).unwrap_err().to_string(),
+        "arrow \"h\": its data input f64[2] is one example of object \"S\", without a batch \
+         dimension; a diagram's arrows take batches, so declare it f64[3, 2]"
+    );
+}

@@ -14,6 +14,7 @@ mod elementwise_rows;
 mod eval_reuse;
 mod higher_order;
 mod large;
+mod listing_strict;
 mod missing_rule;
 mod mlp000;
 mod models;

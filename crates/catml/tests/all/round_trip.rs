@@ -363,6 +363,6 @@ fn listing_with_a_wrong_declared_type_names_its_line() {
     let err = listing::parse(text, builtins()).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "line 6: instruction 1 `y` is declared f64[3] but its primitive gives f64[2]"
+        "line 6, column 11: instruction 1 `y` is declared f64[3] but its primitive gives f64[2]"
     );
 }

@@ -293,7 +293,7 @@ fn shape_interpreter_rejects_input_types_the_program_cannot_take() {
     let err = interp::shape(&p, &[t3.clone(), t2.clone()]).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "node 1 `t.1` (mul): operand types differ: operand 0 is f64[3], operand 1 is f64[2]"
+        "node 1 `t.1` (mul): operand types differ: operand 0 is f64[3], operand 1 is f64[2]; shapes are never broadcast implicitly: broadcast one with `broadcast` first"
     );
     let err = interp::shape(&p, &[t2]).unwrap_err();
     assert_eq!(err.to_string(), "expected 2 input types, found 1");

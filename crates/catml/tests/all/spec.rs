@@ -181,15 +181,20 @@ fn a_spec_trains_and_writes_its_outputs() {
 /// The error of the fixture's spec with `from` replaced by `to`.
 fn mistake(from: &str, to: &str) -> String {
     assert!(SPEC.contains(from), "{from}");
+    static CASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let text = SPEC.replacen(from, to, 1);
-    let dir = fixture("mistakes");
-    match Spec::parse(&text) {
+    // A directory per case: tests run at once.
+    let case = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = fixture(&format!("mistakes-{case}"));
+    let message = match Spec::parse(&text) {
         Err(e) => e.to_string(),
         Ok(spec) => match prepare(&spec, &dir) {
             Ok(_) => panic!("no error with {to}"),
             Err(e) => e.to_string(),
         },
-    }
+    };
+    std::fs::remove_dir_all(&dir).unwrap();
+    message
 }
 
 #[test]
@@ -299,7 +304,7 @@ fn every_mistake_is_one_line_naming_its_key() {
         (
             "lr = 0.05",
             "lr = 0.05\nlrr = 1",
-            "optimiser.lrr: unknown field `lrr`, expected one of `kind`, `lr`, `momentum`, `nesterov`, `betas`, `eps`, `weight_decay`, `clip_norm`, `schedule`",
+            "optimiser.lrr: unknown field `lrr`, expected one of `kind`, `lr`, `momentum`, `nesterov`, `betas`, `eps`, `weight_decay`, `clip_norm`, `schedule` (did you mean `lr`?)",
         ),
         ("epochs = 3", "epochs = \"three\"", "epochs: invalid type: string \"three\", expected usize"),
         ("epochs = 3", "epochs = 0", "epochs: must be positive, found 0"),
@@ -374,4 +379,154 @@ fn arrow_parameters_can_come_from_safetensors() {
         e.to_string(),
         "arrows.f.params: parameter `W2` has a value of type f32[2, 3], expected f32[1, 3]"
     );
+}
+
+/// `mse` names the squared-error distance; `squared_error` is still read as it.
+#[test]
+fn mse_is_the_squared_error_distance_and_squared_error_its_alias() {
+    use catml::train::spec::DistanceSpec;
+    for name in ["mse", "squared_error"] {
+        let text = SPEC.replace(
+            "name = \"loop\"",
+            &format!("name = \"loop\"\ndistance = \"{name}\""),
+        );
+        let spec = Spec::parse(&text).unwrap();
+        assert_eq!(spec.equations[1].distance, DistanceSpec::Mse, "{name}");
+    }
+    assert_eq!(
+        mistake("loss = \"cross_entropy\"", "loss = \"msee\""),
+        "supervised[1].loss: unknown variant `msee`, expected one of `mse`, `squared_error`, \
+         `cross_entropy` (did you mean `mse`?)"
+    );
+}
+
+#[test]
+fn a_misspelt_key_suggests_the_nearest_one() {
+    assert_eq!(
+        mistake("batch_size = 4", "batch_sise = 4"),
+        "batch_sise: unknown field `batch_sise`, expected one of `seed`, `epochs`, `batch_size`, \
+         `data`, `objects`, `arrows`, `equations`, `supervised`, `evaluate`, `optimiser`, \
+         `output` (did you mean `batch_size`?)"
+    );
+}
+
+#[test]
+fn a_dtype_mismatch_points_to_the_dtype_key() {
+    assert_eq!(
+        mistake(
+            "shape = [2]\ncolumns",
+            "shape = [2]\ndtype = \"f64\"\ncolumns"
+        ),
+        "objects.E.dtype: dtype f64 differs from the other objects' f32: a diagram has one \
+         dtype, so give every object the same `dtype` (default \"f32\")"
+    );
+    let all_f64 = SPEC.replace("shape = [", "dtype = \"f64\"\nshape = [");
+    let dir = fixture("dtype");
+    let err = prepare(&Spec::parse(&all_f64).unwrap(), &dir).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "arrows.f.module: the module's data input is f32[4, 2] but object \"E\" is f64: set \
+         `dtype = \"f32\"` on the objects (default \"f32\")"
+    );
+}
+
+#[test]
+fn an_unbatched_module_is_named_with_the_type_to_declare() {
+    let dir = fixture("unbatched");
+    let mut b = Builder::new();
+    let x = b
+        .input("x", TensorType::new(DType::F32, [2]), InputKind::Data)
+        .unwrap();
+    let y = b.sum(x, Some(vec![0])).unwrap();
+    let y = b.reshape(y, vec![1]).unwrap();
+    std::fs::write(
+        dir.join("f.json"),
+        json::to_string(&b.finish(&[y]).unwrap()),
+    )
+    .unwrap();
+    let err = prepare(&Spec::parse(SPEC).unwrap(), &dir).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "arrows.f.module: the module is unbatched: its data input f32[2] is one example of \
+         object \"E\"; give it a leading batch dimension of batch_size 4: f32[4, 2]"
+    );
+}
+
+/// A checkpoint records its spec and files: resuming under another seed, or with changed data,
+/// is an error naming what changed, and the checkpoint is left as it was.
+#[test]
+fn resuming_under_a_changed_spec_names_what_changed() {
+    let dir = fixture("provenance");
+    let spec_path = dir.join("spec.toml");
+    run_spec(&spec_path, RunOptions::default()).unwrap();
+    let ckpt = dir.join("out/ckpt.safetensors");
+    let before = std::fs::read(&ckpt).unwrap();
+    let resume = RunOptions {
+        progress: false,
+        resume: true,
+    };
+    std::fs::write(&spec_path, SPEC.replace("seed = 5", "seed = 6")).unwrap();
+    let err = run_spec(&spec_path, resume).unwrap_err().to_string();
+    assert!(
+        err.ends_with(
+            "written under a different spec or files, so resuming would not continue the same \
+             run: seed: 5, now 6"
+        ),
+        "{err}"
+    );
+    std::fs::write(&spec_path, SPEC).unwrap();
+    let csv = std::fs::read_to_string(dir.join("data/train.csv")).unwrap();
+    let extra_row = csv.lines().last().unwrap();
+    std::fs::write(dir.join("data/train.csv"), format!("{csv}{extra_row}\n")).unwrap();
+    let err = run_spec(&spec_path, resume).unwrap_err().to_string();
+    assert!(
+        err.ends_with("data.train: the file's contents changed"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&ckpt).unwrap(), before);
+    // The outputs are not part of the run: the same run may write them elsewhere.
+    std::fs::write(dir.join("data/train.csv"), csv).unwrap();
+    std::fs::write(
+        &spec_path,
+        SPEC.replace(
+            "metrics = \"out/metrics.jsonl\"",
+            "metrics = \"out/m.jsonl\"",
+        ),
+    )
+    .unwrap();
+    assert_eq!(run_spec(&spec_path, resume).unwrap().epoch, 3);
+}
+
+/// The plot shows each term, each defect and each accuracy, not only the totals.
+#[test]
+fn the_plot_draws_terms_defects_and_accuracy() {
+    let dir = fixture("plot");
+    run_spec(&dir.join("spec.toml"), RunOptions::default()).unwrap();
+    let svg = std::fs::read_to_string(dir.join("out/loss.svg")).unwrap();
+    for label in [
+        "train loss (running)",
+        "held-out loss",
+        "held-out term syndrome",
+        "held-out term diagnosis",
+        "held-out defect triangle",
+        "held-out defect loop",
+        "accuracy composite",
+        "accuracy diagnosis",
+    ] {
+        assert!(svg.contains(label), "{label} missing from the plot");
+    }
+    assert!(
+        !svg.contains("held-out term triangle"),
+        "a defect drawn twice"
+    );
+    assert!(!svg.contains("log10"));
+    let log = SPEC.replace(
+        "plot = \"out/loss.svg\"",
+        "plot = \"out/loss.svg\"\nplot_scale = \"log\"",
+    );
+    std::fs::write(dir.join("spec.toml"), log).unwrap();
+    std::fs::remove_dir_all(dir.join("out")).unwrap();
+    run_spec(&dir.join("spec.toml"), RunOptions::default()).unwrap();
+    let svg = std::fs::read_to_string(dir.join("out/loss.svg")).unwrap();
+    assert!(svg.contains("loss (log10 axis)"), "the log axis is drawn");
 }

@@ -181,6 +181,7 @@ fn training_reduces_the_loss_and_writes_its_outputs() {
         checkpoint: Some(dir.join("ckpt.safetensors")),
         metrics: Some(dir.join("metrics.jsonl")),
         plot: Some(dir.join("loss.svg")),
+        ..Outputs::default()
     };
     let mut t = trainer(3);
     let before = t.evaluate(&Dataset::new(&table(20, 1000), &bindings(), t.diagram()).unwrap());
