@@ -348,7 +348,61 @@ pub fn run(command: Command) -> Result<String> {
             output,
             smoke,
         } => crate::verify::run(seed, quick, smoke, &output),
+        Command::Ops {
+            name,
+            json,
+            markdown,
+        } => ops(name.as_deref(), json, markdown),
     }
+}
+
+/// `catml ops`: the registry's catalog as text, JSON or the Markdown page.
+fn ops(name: Option<&str>, json: bool, markdown: bool) -> Result<String> {
+    use catml::prim::{builtins, catalog};
+    let r = builtins();
+    if markdown {
+        return Ok(catalog::markdown(r));
+    }
+    let ops = match name {
+        None => catalog::catalog(r),
+        Some(n) => match catalog::describe(r, n) {
+            Some(op) => vec![op],
+            None => {
+                let hint = catml::ir::suggest::nearest(n, r.names())
+                    .map(|s| format!(" (did you mean `{s}`?)"))
+                    .unwrap_or_default();
+                return Err(format!("no primitive `{n}`{hint}"));
+            }
+        },
+    };
+    if json {
+        return Ok(serde_json::to_string_pretty(&ops).map_err(|e| e.to_string())? + "\n");
+    }
+    let mut text = String::new();
+    for op in ops {
+        text.push_str(&op.name);
+        if let Some(f) = &op.formula {
+            text.push_str(&format!(": {f}"));
+        }
+        text.push('\n');
+        for a in &op.attrs {
+            let d = a.default.as_ref().map(|d| format!(" = {d}")).unwrap_or_default();
+            text.push_str(&format!("  attr {}: {}{d}\n", a.name, a.ty));
+        }
+        if let Some(d) = &op.domain {
+            text.push_str(&format!("  domain: {d}\n"));
+        }
+        let rule = match &op.convention {
+            Some(c) => format!("{}: {c}", op.rule),
+            None => op.rule.clone(),
+        };
+        text.push_str(&format!(
+            "  rule: {rule}; exact eval: {}; fragment: {}\n",
+            if op.exact_eval { "yes" } else { "no" },
+            op.fragment
+        ));
+    }
+    Ok(text)
 }
 
 fn check_seeds(p: &Program, seeds: &[Tensor]) -> Result<()> {

@@ -148,6 +148,17 @@ enum Command {
         #[arg(long)]
         quiet: bool,
     },
+    /// The registered primitives: attributes, domain, derivative rule, exact eval
+    Ops {
+        /// One primitive only
+        name: Option<String>,
+        /// A JSON array of objects (name, attrs, convention, ...) instead of text
+        #[arg(long)]
+        json: bool,
+        /// The Markdown page docs/ops.md
+        #[arg(long, conflicts_with = "json")]
+        markdown: bool,
+    },
     /// Run the verification bundle and write its results file
     Verify {
         /// Seed of the random programs and inputs
