@@ -386,7 +386,11 @@ fn ops(name: Option<&str>, json: bool, markdown: bool) -> Result<String> {
         }
         text.push('\n');
         for a in &op.attrs {
-            let d = a.default.as_ref().map(|d| format!(" = {d}")).unwrap_or_default();
+            let d = a
+                .default
+                .as_ref()
+                .map(|d| format!(" = {d}"))
+                .unwrap_or_default();
             text.push_str(&format!("  attr {}: {}{d}\n", a.name, a.ty));
         }
         if let Some(d) = &op.domain {

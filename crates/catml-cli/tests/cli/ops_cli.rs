@@ -23,7 +23,10 @@ fn ops_json_lists_every_registered_primitive_with_name_attrs_and_convention() {
     let registered: Vec<&str> = catml::prim::builtins().names().collect();
     assert_eq!(names, registered);
     for o in &ops {
-        assert!(o["attrs"].is_array() && o.get("convention").is_some(), "{o}");
+        assert!(
+            o["attrs"].is_array() && o.get("convention").is_some(),
+            "{o}"
+        );
     }
     let clip = ops.iter().find(|o| o["name"] == "clip").unwrap();
     let attrs: Vec<&str> = clip["attrs"]
@@ -41,10 +44,16 @@ fn ops_json_lists_every_registered_primitive_with_name_attrs_and_convention() {
 fn ops_of_one_name_and_a_misspelt_one() {
     let (ok, out, _) = catml(&["ops", "sqrt"]);
     assert!(ok);
-    assert!(out.starts_with("sqrt: ") && out.contains("domain: a nonnegative value"), "{out}");
+    assert!(
+        out.starts_with("sqrt: ") && out.contains("domain: a nonnegative value"),
+        "{out}"
+    );
     let (ok, out, err) = catml(&["ops", "reul"]);
     assert!(!ok && out.is_empty());
-    assert!(err.contains("no primitive `reul`") && err.contains("relu"), "{err}");
+    assert!(
+        err.contains("no primitive `reul`") && err.contains("relu"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -195,6 +195,45 @@ fn cases() -> Vec<Case> {
     });
     v.extend(composite_cases());
     v.extend(window_cases());
+    v.extend(row_cases());
+    v
+}
+
+/// One case per elementwise row, from the tables (a new row needs no case here), with the
+/// row's example attributes and operands inside its domain and away from its kinks.
+fn row_cases() -> Vec<Case> {
+    use catml::ir::RuleKind;
+    use catml::prim::elementwise::Domain as RowDomain;
+    use catml::prim::{BINARY_ROWS, UNARY_ROWS};
+    let domain_of = |d: &[RowDomain], kinked: bool| {
+        if d.iter().any(|d| *d == RowDomain::NonZero) {
+            Domain::AwayFromZero
+        } else if d.iter().any(|d| *d != RowDomain::All) {
+            Domain::Positive
+        } else if kinked {
+            Domain::AwayFromZero
+        } else {
+            Domain::Any
+        }
+    };
+    let mut v = Vec::new();
+    for row in UNARY_ROWS {
+        let attrs = (row.sample_attrs)(&mut || 0.5);
+        let domain = domain_of(&[(row.domain)(&attrs)], row.kink.is_some());
+        let mut c = case(row.name, &[&[2, 3]], domain, move |b, x| {
+            b.unary_row(row.name, &attrs, x[0])
+        });
+        c.fd = !matches!(row.rule, RuleKind::Declared(_));
+        v.push(c);
+    }
+    for row in BINARY_ROWS {
+        let domain = domain_of(&row.domains, row.kink.is_some());
+        let mut c = case(row.name, &[&[2, 3], &[2, 3]], domain, move |b, x| {
+            b.binary_row(row.name, x[0], x[1])
+        });
+        c.fd = !matches!(row.rule, RuleKind::Declared(_));
+        v.push(c);
+    }
     v
 }
 

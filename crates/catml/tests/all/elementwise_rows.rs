@@ -122,7 +122,7 @@ fn refused_attributes_are_errors_naming_the_key() {
     let module = |op: &str, attrs: &str| {
         format!(
             r#"{{"inputs": [{{"name": "x", "shape": [2]}}],
-                "nodes": [{{"name": "y", "op": "{op}", "inputs": ["x"], "attrs": {attrs}}}],
+                "nodes": [{{"name": "y", "op": "{op}", "operands": ["x"], "attrs": {attrs}}}],
                 "outputs": ["y"]}}"#
         )
     };

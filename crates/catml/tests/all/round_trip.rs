@@ -145,6 +145,7 @@ fn every_primitive() -> (Program, Vec<Tensor>) {
     ];
     outputs.extend(composite_nodes(&mut b, x, w));
     outputs.extend(window_nodes(&mut b));
+    outputs.extend(row_nodes(&mut b, rc));
     let p = b.finish(&outputs).unwrap();
     let inputs = vec![
         Tensor::f64([2, 3], vec![1.0, -2.0, 0.5, 0.0, 3.0, -0.25]).unwrap(),
@@ -157,6 +158,21 @@ fn every_primitive() -> (Program, Vec<Tensor>) {
         Tensor::i64([3], vec![2, -1, 7]).unwrap(),
     ];
     (p, inputs)
+}
+
+/// Every elementwise row, from the tables, applied to `x` (positive, away from 0) with the
+/// row's example attributes.
+fn row_nodes(b: &mut Builder, x: Var) -> Vec<Var> {
+    use catml::prim::{BINARY_ROWS, UNARY_ROWS};
+    let mut v = Vec::new();
+    for row in UNARY_ROWS {
+        let attrs = (row.sample_attrs)(&mut || 0.5);
+        v.push(b.unary_row(row.name, &attrs, x).unwrap());
+    }
+    for row in BINARY_ROWS {
+        v.push(b.binary_row(row.name, x, x).unwrap());
+    }
+    v
 }
 
 /// The softmax, normalisation, attention, loss and runtime-index composites applied to x (2, 3)
