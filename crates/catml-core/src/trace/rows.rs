@@ -68,6 +68,7 @@ macro_rules! unary_methods {
 unary_methods! {
     sin: "sin x, elementwise.",
     cos: "cos x, elementwise.",
+    atan: "arctan x, elementwise.",
     sqrt: "√x, elementwise; x >= 0.",
     abs: "|x|, elementwise (derivative 0 at 0, a labelled convention).",
     sign: "-1, 0 or 1, elementwise (derivative 0, declared).",

@@ -319,10 +319,25 @@ const fn stepwise(
     }
 }
 
+/// atan'(x) = 1 / (1 + x²).
+fn atan_d(b: &mut Builder, x: Var, _: Var, _: &[f64]) -> Result<Option<Var>, TypeError> {
+    let x2 = b.mul(x, x)?;
+    let one = b.full_like(1.0, x)?;
+    let s = b.add(one, x2)?;
+    b.reciprocal(s).map(Some)
+}
+
 /// Every unary elementwise row.
 pub static UNARY_ROWS: &[UnaryRow] = &[
     smooth("sin", "sin x", |x, _| x.sin(), sin_d, whole),
     smooth("cos", "cos x", |x, _| x.cos(), cos_d, whole),
+    smooth(
+        "atan",
+        "arctan x",
+        |x, _| x.atan(),
+        atan_d,
+        |x, _| x.increasing(f64::atan),
+    ),
     UnaryRow {
         domain: |_| Domain::NonNegative,
         ..smooth(
