@@ -206,7 +206,7 @@ fn row_cases() -> Vec<Case> {
     use catml::prim::elementwise::Domain as RowDomain;
     use catml::prim::{BINARY_ROWS, UNARY_ROWS};
     let domain_of = |d: &[RowDomain], kinked: bool| {
-        if d.iter().any(|d| *d == RowDomain::NonZero) {
+        if d.contains(&RowDomain::NonZero) {
             Domain::AwayFromZero
         } else if d.iter().any(|d| *d != RowDomain::All) {
             Domain::Positive

@@ -35,7 +35,8 @@ fn close(a: &[f64], b: &[f64]) {
 #[test]
 fn unary_rows_give_their_formulas() {
     let x = [-2.5, -0.5, 0.0, 0.5, 2.5];
-    let cases: &[(&str, &[f64], fn(f64) -> f64)] = &[
+    type Case = (&'static str, &'static [f64], fn(f64) -> f64);
+    let cases: &[Case] = &[
         ("sin", &[], f64::sin),
         ("cos", &[], f64::cos),
         ("abs", &[], f64::abs),

@@ -178,6 +178,12 @@ pub struct AttrSpec {
 /// result `y` and the attributes; `None` is the zero derivative.
 pub type UnaryDerivative = fn(&mut Builder, Var, Var, &[f64]) -> Result<Option<Var>, TypeError>;
 
+/// A unary row's expansion into other primitives, from the operand and the attributes.
+pub type UnaryLowering = fn(&mut Builder, Var, &[f64]) -> Result<Var, TypeError>;
+
+/// A binary row's expansion into other primitives.
+pub type BinaryLowering = fn(&mut Builder, Var, Var) -> Result<Var, TypeError>;
+
 /// An elementwise operation of one operand, stated once.
 pub struct UnaryRow {
     /// The LensIR `op` name.
@@ -197,7 +203,7 @@ pub struct UnaryRow {
     /// Where the rule's convention decides the derivative.
     pub kink: Option<fn(f64, &[f64]) -> bool>,
     /// The expansion into other primitives, if the row has one.
-    pub lower: Option<fn(&mut Builder, Var, &[f64]) -> Result<Var, TypeError>>,
+    pub lower: Option<UnaryLowering>,
     /// The f64 result is always a value of the operand's dtype (f32 runs are exact).
     pub exact_in_f32: bool,
     /// Generators keep operands within this magnitude.
@@ -221,7 +227,7 @@ pub struct BinaryRow {
     pub partials: BinaryPartials,
     pub rule: RuleKind,
     pub kink: Option<fn(f64, f64) -> bool>,
-    pub lower: Option<fn(&mut Builder, Var, Var) -> Result<Var, TypeError>>,
+    pub lower: Option<BinaryLowering>,
     pub exact_in_f32: bool,
     pub caps: [f64; 2],
     pub range: fn(Interval, Interval) -> Interval,
