@@ -180,18 +180,16 @@ pub fn run(command: Command) -> Result<String> {
                 interp::eval_with_report(&v.program, &args).map_err(|e| in_file(&module, e))?;
             let mut gradients = serde_json::Map::new();
             let mut by_tag: BTreeMap<String, serde_json::Map<String, Value>> = BTreeMap::new();
-            for (i, g) in v.gradients.iter().enumerate() {
-                let Some(k) = g else { continue };
-                let name = &p.inputs()[i].name;
-                let t = serde_json::to_value(&values[*k]).expect("serialisable");
-                if p.inputs()[i].kind == InputKind::Param {
-                    let tag = p.tag_of(p.input_var(i)).unwrap_or("untagged").to_string();
+            for g in &v.layout.gradients {
+                let t = serde_json::to_value(&values[g.index]).expect("serialisable");
+                if g.kind == InputKind::Param {
+                    let tag = g.tag.as_deref().unwrap_or("untagged").to_string();
                     by_tag
                         .entry(tag)
                         .or_default()
-                        .insert(name.clone(), t.clone());
+                        .insert(g.name.clone(), t.clone());
                 }
-                gradients.insert(name.clone(), t);
+                gradients.insert(g.name.clone(), t);
             }
             let conventions: Vec<Value> = report
                 .conventions
@@ -199,11 +197,11 @@ pub fn run(command: Command) -> Result<String> {
                 .map(|c| json!({"node": c.name, "op": c.op, "convention": c.convention, "elements": c.elements}))
                 .collect();
             Ok(to_text(&json!({
-                "outputs": outputs_json(&p, &values[..v.n_primal_outputs]),
+                "outputs": outputs_json(&p, v.layout.primal_outputs(&values)),
                 "gradients": gradients,
                 "gradients_by_tag": by_tag,
                 "conventions": conventions,
-                "residuals": v.residuals.iter().map(|r| json!({
+                "residuals": v.layout.residuals.iter().map(|r| json!({
                     "name": r.name, "dtype": r.ty.dtype, "shape": r.ty.dims(), "bytes": r.bytes(),
                     "kind": if r.is_input { "input" } else { "forward value" },
                 })).collect::<Vec<_>>(),
@@ -228,7 +226,7 @@ pub fn run(command: Command) -> Result<String> {
                 return Err(format!("{}: unknown input `{extra}`", tangents.display()));
             }
             for (i, input) in p.inputs().iter().enumerate() {
-                if j.tangent_inputs[i].is_none() {
+                if j.layout.tangent_input(i).is_none() {
                     continue;
                 }
                 let t = match tangent_map.get(&input.name) {
@@ -247,7 +245,7 @@ pub fn run(command: Command) -> Result<String> {
                 args.push(t);
             }
             let values = interp::eval(&j.program, &args).map_err(|e| in_file(&module, e))?;
-            let (primal, tangent) = values.split_at(j.n_primal_outputs);
+            let (primal, tangent) = (j.layout.primal_outputs(&values), j.layout.tangents(&values));
             Ok(to_text(&json!({
                 "outputs": outputs_json(&p, primal),
                 "tangents": outputs_json(&p, tangent),

@@ -52,6 +52,10 @@ mod tanh_pullback;
 
 use std::sync::{Arc, OnceLock};
 
+/// The primitive handle and trait live in `ir` (the builder type-checks with them); they are
+/// here too, beside the primitives.
+pub use crate::ir::{Prim, Primitive};
+
 pub use arith::{sum_terms, Add, Mul, Neg, Sub};
 pub use avg_pool::AvgPool2d;
 pub use broadcast::{Broadcast, BroadcastRows};
@@ -88,7 +92,7 @@ pub use softmax_pullback::SoftmaxPullback;
 pub use take::{ScatterRows, Take};
 pub use tanh_pullback::TanhPullback;
 
-use crate::ir::{AttrReader, Attrs, Builder, Prim, Registry, TypeError, Var};
+use crate::ir::{AttrReader, Attrs, Builder, Registry, TypeError, Var};
 use crate::tensor::{DType, Shape, Tensor, TensorType};
 
 /// Registers a primitive that takes no attributes.
@@ -99,7 +103,8 @@ pub(crate) fn register_unit(r: &mut Registry, name: &str, make: fn() -> Prim) {
     });
 }
 
-/// A registry with every built-in primitive. Add your own with [`Registry::register`].
+/// A registry with every built-in primitive. Add your own with [`Registry::with`] (no
+/// attributes) or [`Registry::register`] (a constructor reading attributes).
 pub fn registry() -> Registry {
     let mut r = Registry::empty();
     arith::register(&mut r);
