@@ -76,3 +76,7 @@ pub mod trace;
 pub mod train;
 pub mod transform;
 pub mod verify;
+
+/// The tutorial (`docs/tutorial.md`): its Rust blocks run as this item's doctests.
+#[doc = include_str!("../../../docs/tutorial.md")]
+pub mod tutorial {}

@@ -46,7 +46,7 @@ impl Registry {
     /// });
     /// let registry = prim::registry().with(double.into_prim());
     /// let text = r#"{"inputs": [{"name": "x", "dtype": "f64", "shape": [2]}],
-    ///   "nodes": [{"name": "y", "op": "double", "inputs": ["x"]}], "outputs": ["y"]}"#;
+    ///   "nodes": [{"name": "y", "op": "double", "operands": ["x"]}], "outputs": ["y"]}"#;
     /// assert!(json::from_str(text, &registry).is_ok());
     /// assert!(json::from_str(text, prim::builtins()).is_err());
     /// ```
