@@ -36,7 +36,7 @@ fn separate_arguments_trace_and_too_few_inputs_are_an_error() {
         "{e}"
     );
     let three = trace(
-        &[f64t(&[2]); 3],
+        &vec![f64t(&[2]); 3],
         args(|a: &Value, b: &Value, c: &Value| a * b + c),
     );
     assert_eq!(three.unwrap().program.n_nodes(), 2);

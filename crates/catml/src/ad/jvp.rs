@@ -62,7 +62,7 @@ pub fn jvp(p: &Program) -> Result<Jvp, AdError> {
         tangents.push(match tan[o.index()] {
             Some(t) => t,
             None => {
-                b.set_name_prefix(name);
+                b.set_name_prefix(&format!("{name}.zero"));
                 b.zeros(p.ty(o))
                     .map_err(|e| AdError::Build(e.to_string()))?
             }

@@ -167,7 +167,8 @@ fn reverse(p: &Program, seeds: Seeds, wrt: Option<&[usize]>) -> Result<Vjp, AdEr
             Some(c) => c,
             // Discarding a value has the zero response.
             None => {
-                b.set_name_prefix(&format!("grad.{}", g.name));
+                // Named `.zero`: the output is renamed `grad.<input>` below.
+                b.set_name_prefix(&format!("grad.{}.zero", g.name));
                 b.set_tag(g.tag.clone());
                 let z = b.zeros(&p.inputs()[g.input].ty).map_err(build_error)?;
                 b.set_tag(None);
