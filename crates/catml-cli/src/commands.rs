@@ -262,12 +262,10 @@ pub fn run(command: Command) -> Result<String> {
                 interp::eval_with_report(&v.program, &args).map_err(|e| in_file(&module, e))?;
             let mut gradients = serde_json::Map::new();
             let mut grads = Vec::new();
-            for (i, g) in v.gradients.iter().enumerate() {
-                let Some(k) = g else { continue };
-                let name = &p.inputs()[i].name;
-                let t = serde_json::to_value(&values[*k]).expect("serialisable");
-                grads.push((i, &values[*k]));
-                gradients.insert(name.clone(), t);
+            for g in &v.layout.gradients {
+                let t = serde_json::to_value(&values[g.index]).expect("serialisable");
+                grads.push((g.input, &values[g.index]));
+                gradients.insert(g.name.clone(), t);
             }
             let conventions: Vec<Value> = report
                 .conventions
@@ -276,11 +274,11 @@ pub fn run(command: Command) -> Result<String> {
                 .collect();
             Ok(render(
                 &json!({
-                    "outputs": outputs_json(&p, &values[..v.n_primal_outputs]),
+                    "outputs": outputs_json(&p, v.layout.primal_outputs(&values)),
                     "gradients": gradients,
                     "gradients_by_tag": tag_summaries(&p, &grads),
                     "conventions": conventions,
-                    "residuals": v.residuals.iter().map(|r| json!({
+                    "residuals": v.layout.residuals.iter().map(|r| json!({
                         "name": r.name, "dtype": r.ty.dtype, "shape": r.ty.dims(), "bytes": r.bytes(),
                         "kind": if r.is_input { "input" } else { "forward value" },
                     })).collect::<Vec<_>>(),
@@ -309,7 +307,7 @@ pub fn run(command: Command) -> Result<String> {
                 return Err(format!("{}: unknown input `{extra}`", tangents.display()));
             }
             for (i, input) in p.inputs().iter().enumerate() {
-                if j.tangent_inputs[i].is_none() {
+                if j.layout.tangent_input(i).is_none() {
                     continue;
                 }
                 let t = match tangent_map.get(&input.name) {
@@ -328,7 +326,7 @@ pub fn run(command: Command) -> Result<String> {
                 args.push(t);
             }
             let values = interp::eval(&j.program, &args).map_err(|e| in_file(&module, e))?;
-            let (primal, tangent) = values.split_at(j.n_primal_outputs);
+            let (primal, tangent) = (j.layout.primal_outputs(&values), j.layout.tangents(&values));
             Ok(render(
                 &json!({
                     "outputs": outputs_json(&p, primal),

@@ -76,3 +76,7 @@ pub use catml_core::{ad, interp, ir, prim, tensor, trace, transform};
 pub use catml_nn::{nn, optim};
 pub use catml_train::{diagram, train};
 pub use catml_verify::verify;
+
+/// The tutorial (`docs/tutorial.md`): its Rust blocks run as this item's doctests.
+#[doc = include_str!("../../../docs/tutorial.md")]
+pub mod tutorial {}

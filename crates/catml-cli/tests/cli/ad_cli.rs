@@ -237,7 +237,16 @@ fn printed_vjp_programs_read_back_and_evaluate_to_the_same_gradients() {
     let mut args: Vec<Tensor> = ["X", "W", "b"].iter().map(|n| named[*n].clone()).collect();
     args.push(Tensor::f64([2, 3], g.to_vec()).unwrap());
     let names: Vec<&str> = from_json.inputs().iter().map(|i| i.name.as_str()).collect();
-    assert_eq!(names, ["X", "W", "b", "Y.seed0"]);
+    assert_eq!(names, ["X", "W", "b", "seed.0"]);
+    // Outputs are named after what they are.
+    assert_eq!(
+        from_json.output_names(),
+        ["Y", "grad.X", "grad.W", "grad.b"]
+    );
+    assert!(
+        listing_text.contains("outputs: Y, grad.X, grad.W, grad.b"),
+        "{listing_text}"
+    );
     let out = eval(&from_json, &args).unwrap();
     assert_eq!(out.len(), 4);
     for (got, want) in out[1..].iter().zip(closed_form(&g)) {

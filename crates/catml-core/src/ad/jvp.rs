@@ -1,41 +1,32 @@
 //! Forward mode: each node's tangent from its operands' tangents, by the primitive's own JVP
 //! rule (independent of its VJP rule).
 
+use super::layout::{name_outputs, slots, JvpLayout};
 use super::AdError;
 use crate::ir::{Builder, InputKind, Program, Var};
 use crate::prim::Ops;
 
-/// The forward-mode program of `p` and how to read it.
-///
-/// Inputs: `p`'s inputs, then one tangent per float input (named `<input>.dot`).
-/// Outputs: `p`'s outputs, then one tangent per output occurrence.
+/// The forward-mode program of `p` and where its parts sit ([`JvpLayout`]).
 #[derive(Debug, Clone)]
 pub struct Jvp {
     pub program: Program,
-    pub n_primal_outputs: usize,
-    /// For each input of `p`: the index in `program.inputs()` of its tangent, if any.
-    pub tangent_inputs: Vec<Option<usize>>,
+    pub layout: JvpLayout,
 }
 
 /// The JVP transform.
 pub fn jvp(p: &Program) -> Result<Jvp, AdError> {
     let mut b = Builder::from_program(p);
     let mut tan: Vec<Option<Var>> = vec![None; p.n_vars()];
-    let mut tangent_inputs = Vec::with_capacity(p.n_inputs());
-    let mut n_tangents = 0;
-    for (i, input) in p.inputs().iter().enumerate() {
-        if !input.ty.dtype.is_float() {
-            tangent_inputs.push(None);
-            continue;
-        }
+    let tangent_inputs = slots(p, |k| p.n_inputs() + k);
+    for slot in &tangent_inputs {
+        let input = &p.inputs()[slot.input];
         let name = b.fresh_name(&format!("{}.dot", input.name));
         let t = b
             .input(&name, input.ty.clone(), InputKind::Data)
             .map_err(|e| AdError::Build(e.to_string()))?;
-        tan[i] = Some(t);
-        tangent_inputs.push(Some(p.n_inputs() + n_tangents));
-        n_tangents += 1;
+        tan[slot.input] = Some(t);
     }
+    let first_derived = b.len();
     for (i, node) in p.nodes().iter().enumerate() {
         let dx: Vec<Option<Var>> = node.operands.iter().map(|o| tan[o.index()]).collect();
         if dx.iter().all(Option::is_none) {
@@ -64,25 +55,40 @@ pub fn jvp(p: &Program) -> Result<Jvp, AdError> {
         tan[y.index()] = t;
     }
     b.set_tag(None);
-    let mut outputs: Vec<Var> = p.outputs().to_vec();
-    for &o in p.outputs() {
-        let t = match tan[o.index()] {
+    let outputs = p.output_names();
+    let names: Vec<String> = outputs.iter().map(|o| format!("tangent.{o}")).collect();
+    let mut tangents = Vec::with_capacity(names.len());
+    for (&o, name) in p.outputs().iter().zip(&names) {
+        tangents.push(match tan[o.index()] {
             Some(t) => t,
             None => {
-                b.set_name_prefix(&format!("{}.dot", p.name(o)));
+                b.set_name_prefix(&format!("{name}.zero"));
                 b.zeros(p.ty(o))
                     .map_err(|e| AdError::Build(e.to_string()))?
             }
-        };
-        outputs.push(t);
+        });
     }
+    let tags = vec![None; names.len()];
+    name_outputs(&mut b, &mut tangents, &names, &tags, first_derived)
+        .map_err(|e| AdError::Build(e.to_string()))?;
+    let mut all: Vec<Var> = p.outputs().to_vec();
+    all.extend(tangents);
     let program = b
-        .finish(&outputs)
+        .finish(&all)
         .map_err(|e| AdError::Build(e.to_string()))?
         .pruned();
+    let names = names
+        .iter()
+        .zip(&program.outputs()[outputs.len()..])
+        .map(|(_, &v)| program.name(v).to_string())
+        .collect();
     Ok(Jvp {
         program,
-        n_primal_outputs: p.outputs().len(),
-        tangent_inputs,
+        layout: JvpLayout {
+            n_primal_inputs: p.n_inputs(),
+            tangent_inputs,
+            outputs,
+            tangents: names,
+        },
     })
 }

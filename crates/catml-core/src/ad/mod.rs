@@ -3,10 +3,12 @@
 //! evaluated and differentiated again.
 
 mod jvp;
+pub mod layout;
 mod vjp;
 
 pub use jvp::{jvp, Jvp};
-pub use vjp::{vjp, Residual, Vjp};
+pub use layout::{JvpLayout, Residual, Slot, VjpLayout};
+pub use vjp::{grad, grad_of, vjp, Vjp};
 
 use crate::ir::{RuleError, TypeError};
 use crate::tensor::TensorType;

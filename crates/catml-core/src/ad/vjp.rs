@@ -1,45 +1,32 @@
 //! Reverse mode (003 §4): initialise every cotangent to zero, add each output seed to its
 //! output, walk the nodes backwards and add each local response to every operand occurrence.
 
+use super::layout::{name_outputs, slots, Residual, VjpLayout};
 use super::AdError;
 use crate::ir::{Builder, Def, InputKind, Program, Var};
 use crate::prim::Ops;
-use crate::tensor::TensorType;
 
-/// A forward value the reverse pass reads (a residual of the tape).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Residual {
-    pub name: String,
-    pub ty: TensorType,
-    /// True for program inputs (saved as given), false for computed forward values.
-    pub is_input: bool,
-}
-
-impl Residual {
-    pub fn bytes(&self) -> usize {
-        self.ty.bytes()
-    }
-}
-
-/// The reverse-mode program of `p` and how to read it.
-///
-/// Inputs: `p`'s inputs, then one seed per output occurrence (named after the output).
-/// Outputs: `p`'s outputs, then one cotangent per input of `p` that has one (floats).
+/// The reverse-mode program of `p` and where its parts sit ([`VjpLayout`]).
 #[derive(Debug, Clone)]
 pub struct Vjp {
     pub program: Program,
-    /// Number of primal outputs at the front of the outputs.
-    pub n_primal_outputs: usize,
-    /// For each input of `p`: the index in `program.outputs()` of its cotangent, if any.
-    pub gradients: Vec<Option<usize>>,
-    /// The forward values read by the backward nodes.
-    pub residuals: Vec<Residual>,
+    pub layout: VjpLayout,
 }
 
 impl Vjp {
     pub fn residual_bytes(&self) -> usize {
-        self.residuals.iter().map(Residual::bytes).sum()
+        self.layout.residual_bytes()
     }
+}
+
+/// How the outputs' seeds enter the reverse program.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Seeds {
+    /// One seed input per output occurrence.
+    Inputs,
+    /// The first output's seed is 1 inside the program; the other outputs are not
+    /// differentiated.
+    FirstIsOne,
 }
 
 /// cot[v] += c; a sum is named `<v>.bar`, the documents' notation for an accumulated cotangent.
@@ -62,21 +49,74 @@ fn accumulate(
     Ok(())
 }
 
-/// The VJP transform.
+/// The VJP transform: `p`'s inputs and one seed per output occurrence, to `p`'s outputs and
+/// the pullback of the seeds to every float input (see [`VjpLayout`]).
 pub fn vjp(p: &Program) -> Result<Vjp, AdError> {
+    reverse(p, Seeds::Inputs, None)
+}
+
+/// The gradient program: `p`'s inputs to `p`'s outputs and the gradient of the first output
+/// (of the sum of its elements) with respect to every float input. It is the reverse program
+/// with that output's seed fixed to 1 inside it; the other outputs are carried along, not
+/// differentiated, and there are no seed inputs.
+///
+/// ```
+/// use catml::ad;
+/// use catml::ir::{Builder, InputKind};
+/// use catml::prim::Ops;
+/// use catml::tensor::{DType, Tensor, TensorType};
+///
+/// let mut b = Builder::new();
+/// let x = b.input("x", TensorType::new(DType::F64, [2]), InputKind::Data).unwrap();
+/// let sq = b.mul(x, x).unwrap();
+/// let l = b.sum(sq, None).unwrap();
+/// let g = ad::grad(&b.finish(&[l, sq]).unwrap()).unwrap();
+/// let out = catml::interp::eval(&g.program, &[Tensor::f64([2], vec![1.0, -3.0]).unwrap()]).unwrap();
+/// assert_eq!(g.layout.gradient(&out, 0).unwrap().to_f64_vec(), vec![2.0, -6.0]);
+/// assert_eq!(g.program.name(g.program.outputs()[2]), "grad.x");
+/// ```
+pub fn grad(p: &Program) -> Result<Vjp, AdError> {
+    reverse(p, Seeds::FirstIsOne, None)
+}
+
+/// As [`grad`], with gradients only for the inputs at these positions of `p` (the others
+/// get no output, and the nodes only they needed are pruned).
+pub fn grad_of(p: &Program, wrt: &[usize]) -> Result<Vjp, AdError> {
+    reverse(p, Seeds::FirstIsOne, Some(wrt))
+}
+
+fn build_error(e: impl std::fmt::Display) -> AdError {
+    AdError::Build(e.to_string())
+}
+
+fn reverse(p: &Program, seeds: Seeds, wrt: Option<&[usize]>) -> Result<Vjp, AdError> {
     let mut b = Builder::from_program(p);
     let n_fwd = p.n_vars();
     let mut cot: Vec<Option<Var>> = vec![None; n_fwd];
+    let mut seed_inputs = Vec::new();
     for (k, &o) in p.outputs().iter().enumerate() {
-        let name = b.fresh_name(&format!("{}.seed{k}", p.name(o)));
-        let seed = b
-            .input(&name, p.ty(o).clone(), InputKind::Data)
-            .map_err(|e| AdError::Build(e.to_string()))?;
+        let name = b.fresh_name(&format!("seed.{k}"));
         let prev = b.set_tag(None);
+        let seed = match seeds {
+            Seeds::Inputs => {
+                seed_inputs.push(p.n_inputs() + k);
+                b.input(&name, p.ty(o).clone(), InputKind::Data)
+                    .map_err(build_error)?
+            }
+            Seeds::FirstIsOne if k == 0 => {
+                b.set_name_prefix(&name);
+                b.full(1.0, p.ty(o)).map_err(build_error)?
+            }
+            Seeds::FirstIsOne => {
+                b.set_tag(prev);
+                continue;
+            }
+        };
         let r = accumulate(&mut b, &mut cot, o, seed);
         b.set_tag(prev);
-        r.map_err(|e| AdError::Build(e.to_string()))?;
+        r.map_err(build_error)?;
     }
+    let first_derived = b.len();
     for (i, node) in p.nodes().iter().enumerate().rev() {
         let y = p.node_var(i);
         let Some(u) = cot[y.index()] else { continue };
@@ -113,29 +153,34 @@ pub fn vjp(p: &Program) -> Result<Vjp, AdError> {
         }
     }
     b.set_tag(None);
-    b.set_name_prefix("t");
-    let mut outputs: Vec<Var> = p.outputs().to_vec();
-    let mut gradients = Vec::with_capacity(p.n_inputs());
-    for (i, input) in p.inputs().iter().enumerate() {
-        if !input.ty.dtype.is_float() {
-            gradients.push(None);
-            continue;
-        }
-        let g = match cot[i] {
-            Some(g) => g,
+    let n_out = p.outputs().len();
+    let mut gradients = slots(p, |k| k);
+    gradients.retain(|g| wrt.is_none_or(|w| w.contains(&g.input)));
+    for (k, g) in gradients.iter_mut().enumerate() {
+        g.index = n_out + k;
+    }
+    let mut grads = Vec::with_capacity(gradients.len());
+    let mut names = Vec::with_capacity(gradients.len());
+    for g in &gradients {
+        names.push(format!("grad.{}", g.name));
+        grads.push(match cot[g.input] {
+            Some(c) => c,
             // Discarding a value has the zero response.
             None => {
-                b.set_name_prefix(&format!("{}.bar", input.name));
-                b.zeros(&input.ty)
-                    .map_err(|e| AdError::Build(e.to_string()))?
+                // Named `.zero`: the output is renamed `grad.<input>` below.
+                b.set_name_prefix(&format!("grad.{}.zero", g.name));
+                b.set_tag(g.tag.clone());
+                let z = b.zeros(&p.inputs()[g.input].ty).map_err(build_error)?;
+                b.set_tag(None);
+                z
             }
-        };
-        gradients.push(Some(outputs.len()));
-        outputs.push(g);
+        });
     }
-    let full = b
-        .finish(&outputs)
-        .map_err(|e| AdError::Build(e.to_string()))?;
+    let tags: Vec<Option<String>> = gradients.iter().map(|g| g.tag.clone()).collect();
+    name_outputs(&mut b, &mut grads, &names, &tags, first_derived).map_err(build_error)?;
+    let mut outputs: Vec<Var> = p.outputs().to_vec();
+    outputs.extend(grads);
+    let full = b.finish(&outputs).map_err(build_error)?;
     let (program, map) = full.pruned_map();
     // Nodes keep their order, and the forward copy came first: its survivors are a prefix.
     let n_in = full.n_inputs();
@@ -145,9 +190,13 @@ pub fn vjp(p: &Program) -> Result<Vjp, AdError> {
     let residuals = residuals_of(&program, p.n_inputs(), fwd_kept);
     Ok(Vjp {
         program,
-        n_primal_outputs: p.outputs().len(),
-        gradients,
-        residuals,
+        layout: VjpLayout {
+            n_primal_inputs: p.n_inputs(),
+            seeds: seed_inputs,
+            outputs: p.output_names(),
+            gradients,
+            residuals,
+        },
     })
 }
 

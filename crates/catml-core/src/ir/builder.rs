@@ -220,6 +220,22 @@ impl Builder {
         Ok(())
     }
 
+    /// Renames node `v` to `hint` (or its next free `hint.k`); false, changing nothing, if
+    /// `v` is an input or not a value of this builder.
+    pub(crate) fn rename_node(&mut self, v: Var, hint: &str) -> bool {
+        if !matches!(self.slots.get(v.index()), Some(Slot::Node(_))) {
+            return false;
+        }
+        let (name, _) = self.free_name(hint);
+        let Some(Slot::Node(n)) = self.slots.get_mut(v.index()) else {
+            return false;
+        };
+        let old = std::mem::replace(&mut n.name, name.clone());
+        self.names.remove(&old);
+        self.names.insert(name, v);
+        true
+    }
+
     /// `hint` if no value has that name yet, else `hint.1`, `hint.2`, ...
     pub fn fresh_name(&self, hint: &str) -> String {
         self.free_name(hint).0

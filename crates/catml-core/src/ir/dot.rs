@@ -2,7 +2,8 @@
 //!
 //! - a node is a rounded box: `name = op`, its type, and its attributes (shortened);
 //! - a data input is an ellipse, a parameter a filled box marked `param`;
-//! - each output occurrence is a filled `output k` marker with an edge from its value;
+//! - each output occurrence is a filled marker labelled with its name
+//!   ([`Program::output_names`]: `grad.W` in a VJP program) with an edge from its value;
 //! - nodes of one tag sit in a cluster labelled `tag <name>`, with the parameters that tag
 //!   reads first (as [`Program::tag_of`] assigns them);
 //! - an edge into a node with several operands is labelled with the operand's position.
@@ -157,11 +158,12 @@ fn write_program(out: &mut String, p: &Program, prefix: &str, indent: &str) {
             }
         }
     }
-    for (k, &o) in p.outputs().iter().enumerate() {
+    for (k, (&o, name)) in p.outputs().iter().zip(p.output_names()).enumerate() {
         let marker = format!("{prefix}out{k}");
         let _ = writeln!(
             out,
-            "{indent}{marker} [label=\"output {k}\", shape=invhouse, style=filled, fillcolor=\"#d9ead3\"];"
+            "{indent}{marker} [label=\"{}\", shape=invhouse, style=filled, fillcolor=\"#d9ead3\"];",
+            escape(&name)
         );
         let _ = writeln!(out, "{indent}{} -> {marker};", id(o));
     }
@@ -215,6 +217,8 @@ mod tests {
         assert!(text.contains("v2 -> v3;"));
         assert!(text.contains("v3 -> out0;"));
         assert!(text.contains("v2 -> out1;"));
+        assert!(text.contains("out0 [label=\"t.1\", shape=invhouse"));
+        assert!(text.contains("out1 [label=\"t\", shape=invhouse"));
     }
 
     #[test]

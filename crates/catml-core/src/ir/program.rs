@@ -152,6 +152,35 @@ impl Program {
         self.inputs.iter().map(|i| i.ty.clone()).collect()
     }
 
+    /// The name of each output occurrence: its value's name, and for the k-th repeat of one
+    /// value (k = 1, 2, ...) that name with `.k` appended.
+    ///
+    /// ```
+    /// use catml::ir::{Builder, InputKind};
+    /// use catml::prim::Ops;
+    /// use catml::tensor::{DType, TensorType};
+    ///
+    /// let mut b = Builder::new();
+    /// let x = b.input("x", TensorType::new(DType::F64, [2]), InputKind::Data).unwrap();
+    /// let y = b.tanh(x).unwrap();
+    /// let p = b.finish(&[y, x, y]).unwrap();
+    /// assert_eq!(p.output_names(), ["t", "x", "t.1"]);
+    /// ```
+    pub fn output_names(&self) -> Vec<String> {
+        let mut seen: HashMap<Var, usize> = HashMap::new();
+        self.outputs
+            .iter()
+            .map(|&o| {
+                let k = seen.entry(o).or_insert(0);
+                *k += 1;
+                match *k {
+                    1 => self.name(o).to_string(),
+                    k => format!("{}.{}", self.name(o), k - 1),
+                }
+            })
+            .collect()
+    }
+
     pub fn output_types(&self) -> Vec<TensorType> {
         self.outputs.iter().map(|&v| self.ty(v).clone()).collect()
     }

@@ -1,6 +1,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::attrs::AttrReader;
 use super::primitive::{Attrs, Prim, TypeError};
 
 /// Builds a primitive from its LensIR attributes.
@@ -46,6 +47,31 @@ impl Registry {
         let empty = Attrs::new();
         let attrs = self.examples.get(name).unwrap_or(&empty);
         self.construct(name, attrs)?.ok()
+    }
+
+    /// This registry with `prim` added under its name, taking no attributes: how a
+    /// [`CustomPrimitive`](crate::prim::CustomPrimitive) joins the built-ins in one expression.
+    ///
+    /// ```
+    /// use catml_core::ir::{json, InputKind, Registry};
+    /// use catml_core::prim::{self, CustomPrimitive};
+    ///
+    /// let double = CustomPrimitive::new("double", |t| Ok(t[0].clone()), |x| {
+    ///     Ok(x[0].map_f64(|v| 2.0 * v))
+    /// });
+    /// let registry = prim::registry().with(double.into_prim());
+    /// let text = r#"{"inputs": [{"name": "x", "dtype": "f64", "shape": [2]}],
+    ///   "nodes": [{"name": "y", "op": "double", "operands": ["x"]}], "outputs": ["y"]}"#;
+    /// assert!(json::from_str(text, &registry).is_ok());
+    /// assert!(json::from_str(text, prim::builtins()).is_err());
+    /// ```
+    pub fn with(mut self, prim: Prim) -> Registry {
+        let name = prim.name().to_string();
+        self.register(&name, move |attrs| {
+            AttrReader::new(attrs).finish()?;
+            Ok(prim.clone())
+        });
+        self
     }
 
     pub fn contains(&self, name: &str) -> bool {

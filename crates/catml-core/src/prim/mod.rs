@@ -20,6 +20,10 @@ pub mod window;
 
 use std::sync::{Arc, OnceLock};
 
+/// The primitive handle and trait live in `ir` (the builder type-checks with them); they are
+/// here too, beside the primitives.
+pub use crate::ir::{Prim, Primitive};
+
 pub use conv::conv_grad::{ConvInputGrad, ConvWeightGrad};
 pub use conv::conv_spec::{Conv1dAttrs, Conv2dAttrs, ConvSpec};
 pub use conv::forward::Conv;
@@ -57,7 +61,7 @@ pub use softmax::softmax_pullback::SoftmaxPullback;
 pub use structural::one_hot::OneHot;
 pub use structural::take::{ScatterRows, Take};
 
-use crate::ir::{AttrReader, Attrs, Builder, Prim, Registry, TypeError, Var};
+use crate::ir::{AttrReader, Attrs, Builder, Registry, TypeError, Var};
 use crate::tensor::{DType, Shape, Tensor, TensorType};
 
 /// Registers a primitive that takes no attributes.
@@ -68,7 +72,8 @@ pub(crate) fn register_unit(r: &mut Registry, name: &str, make: fn() -> Prim) {
     });
 }
 
-/// A registry with every built-in primitive. Add your own with [`Registry::register`].
+/// A registry with every built-in primitive. Add your own with [`Registry::with`] (no
+/// attributes) or [`Registry::register`] (a constructor reading attributes).
 pub fn registry() -> Registry {
     let mut r = Registry::empty();
     elementwise::arith::register(&mut r);

@@ -1,4 +1,3 @@
-use std::fmt;
 use std::sync::Arc;
 
 use super::{DType, Element, Shape, TensorType};
@@ -25,6 +24,8 @@ pub enum TensorError {
     InvalidShape(Shape),
     #[error("expected dtype {expected}, found {found}")]
     DType { expected: DType, found: DType },
+    #[error("item() needs a tensor of one element, this one has shape {0}")]
+    NotOneElement(Shape),
 }
 
 impl<T: Element> Array<T> {
@@ -109,12 +110,6 @@ impl<T: Element> Array<T> {
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for Array<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Array{}{:?}", self.shape, self.data)
-    }
-}
-
 /// A tensor of one of the supported dtypes.
 #[derive(Clone, PartialEq)]
 pub enum Tensor {
@@ -192,6 +187,34 @@ impl Tensor {
 
     pub fn numel(&self) -> usize {
         self.shape().numel()
+    }
+
+    /// The value of a one-element tensor (any shape of element count 1), widened to f64.
+    ///
+    /// ```
+    /// use catml::tensor::{DType, Tensor};
+    /// assert_eq!(Tensor::scalar(DType::F32, 0.5).item().unwrap(), 0.5);
+    /// assert!(Tensor::f64([2], vec![1.0, 2.0]).unwrap().item().is_err());
+    /// ```
+    pub fn item(&self) -> Result<f64, TensorError> {
+        if self.numel() != 1 {
+            return Err(TensorError::NotOneElement(self.shape().clone()));
+        }
+        Ok(match self {
+            Tensor::F32(a) => a.data()[0] as f64,
+            Tensor::F64(a) => a.data()[0],
+            Tensor::I64(a) => a.data()[0] as f64,
+        })
+    }
+
+    /// `f` applied to every element in f64, the result rounded back to this tensor's dtype
+    /// (as [`from_f64s`](Self::from_f64s) does).
+    pub fn map_f64(&self, f: impl Fn(f64) -> f64) -> Tensor {
+        match self {
+            Tensor::F32(a) => Tensor::F32(a.map(|&x| f(x as f64) as f32)),
+            Tensor::F64(a) => Tensor::F64(a.map(|&x| f(x))),
+            Tensor::I64(a) => Tensor::I64(a.map(|&x| f(x as f64) as i64)),
+        }
     }
 
     /// The values widened to f64 (exact for f32 and for integers below 2^53).
@@ -279,16 +302,6 @@ impl Tensor {
             .zip(other.to_f64_vec())
             .map(|(a, b)| (a - b).abs())
             .fold(0.0, f64::max)
-    }
-}
-
-impl fmt::Debug for Tensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Tensor::F32(a) => write!(f, "f32{:?}", a),
-            Tensor::F64(a) => write!(f, "f64{:?}", a),
-            Tensor::I64(a) => write!(f, "i64{:?}", a),
-        }
     }
 }
 

@@ -4,16 +4,20 @@
 //! dimensions are positive and the empty shape is a scalar.
 
 mod array;
+mod display;
 mod dtype;
 pub mod fastmath;
 mod json;
 pub mod kernels;
 mod params;
+mod params_math;
 mod rational;
 mod shape;
 
 pub use array::{Array, Tensor, TensorError};
+pub use display::{EDGE_ITEMS, SUMMARY_THRESHOLD};
 pub use dtype::{DType, Element, Float};
 pub use params::{write_atomic, Params, ParamsError};
+pub use params_math::ParamsMismatch;
 pub use rational::{rational_from_f64, rational_to_f64, RArray, Rational};
 pub use shape::{Shape, TensorType};

@@ -93,6 +93,13 @@ pub enum TraceError {
         what: &'static str,
         outputs: OperandTypes,
     },
+    /// `argnums` names a data input the function does not have.
+    #[error("{location}: argnums names input {index}, the function has {inputs} data inputs")]
+    ArgNum {
+        location: CallSite,
+        index: usize,
+        inputs: usize,
+    },
     /// A parameter of the traced program is missing from the store.
     #[error("missing parameter `{name}` ({ty}): the traced program declares it")]
     MissingParam { name: String, ty: TensorType },
@@ -138,7 +145,8 @@ impl TraceError {
             | TraceError::DuplicateParam { location, .. }
             | TraceError::Build { location, .. }
             | TraceError::NoOutputs { location }
-            | TraceError::NotScalar { location, .. } => Some(location),
+            | TraceError::NotScalar { location, .. }
+            | TraceError::ArgNum { location, .. } => Some(location),
             _ => None,
         }
     }

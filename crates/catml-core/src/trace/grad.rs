@@ -3,7 +3,7 @@
 use super::error::{CallSite, TraceError};
 use super::grads::{check_scalar, Grads};
 use super::outputs::Outputs;
-use super::staged::{staged_methods, Staged};
+use super::staged::{staged_methods, Options, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
 use crate::ad::{self, Vjp};
@@ -20,34 +20,41 @@ pub struct ValueAndGrads {
     pub grads: Grads,
 }
 
-fn compile(location: CallSite, traced: &Traced) -> Result<Vjp, TraceError> {
+fn compile(location: CallSite, traced: &Traced, options: &Options) -> Result<Vjp, TraceError> {
     check_scalar(location, "grad", &traced.program)?;
-    Ok(ad::vjp(&traced.program)?)
+    let p = &traced.program;
+    let Some(argnums) = &options.argnums else {
+        return Ok(ad::grad(p)?);
+    };
+    let n_data = p.data_indices().len();
+    if let Some(&index) = argnums.iter().find(|&&k| k >= n_data) {
+        return Err(TraceError::ArgNum {
+            location,
+            index,
+            inputs: n_data,
+        });
+    }
+    // Data inputs come first in a traced program; parameters are always differentiated.
+    let wrt: Vec<usize> = argnums.iter().copied().chain(p.param_indices()).collect();
+    Ok(ad::grad_of(p, &wrt)?)
 }
 
 fn vjp_program(v: &Vjp) -> &Program {
     &v.program
 }
 
-/// Evaluates the reverse-mode program with seed 1.
+/// Evaluates the gradient program (its seed is 1 inside it).
 fn run(
     v: &Vjp,
     traced: &Traced,
     params: &Params,
     inputs: &[Tensor],
 ) -> Result<ValueAndGrads, TraceError> {
-    let mut args = arguments(&traced.program, params, inputs)?;
-    args.extend(
-        traced
-            .program
-            .output_types()
-            .iter()
-            .map(|t| Tensor::full(t, 1.0)),
-    );
+    let args = arguments(&traced.program, params, inputs)?;
     let (values, report) = interp::eval_with_report(&v.program, &args)?;
     let grads = Grads::collect(
         &traced.program,
-        |i| v.gradients[i].map(|k| values[k].clone()),
+        |i| v.layout.gradient(&values, i).cloned(),
         report.conventions,
     );
     Ok(ValueAndGrads {
@@ -95,6 +102,16 @@ where
 {
     staged_methods!(compile, vjp_program);
 
+    /// Differentiates only these data inputs (positions, as in `call`'s `inputs`); the
+    /// others' entries in [`Grads::inputs`] are `None`. Parameters are always differentiated.
+    /// A position past the last data input is an error at the first call.
+    pub fn argnums(mut self, argnums: &[usize]) -> Self {
+        self.staged.set_options(Options {
+            argnums: Some(argnums.to_vec()),
+        });
+        self
+    }
+
     /// The value and gradients at these parameters and data inputs.
     #[track_caller]
     pub fn call(
@@ -133,6 +150,16 @@ where
     O: Outputs,
 {
     staged_methods!(compile, vjp_program);
+
+    /// Differentiates only these data inputs (positions, as in `call`'s `inputs`); the
+    /// others' entries in [`Grads::inputs`] are `None`. Parameters are always differentiated.
+    /// A position past the last data input is an error at the first call.
+    pub fn argnums(mut self, argnums: &[usize]) -> Self {
+        self.staged.set_options(Options {
+            argnums: Some(argnums.to_vec()),
+        });
+        self
+    }
 
     /// The gradients at these parameters and data inputs.
     #[track_caller]

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::error::{CallSite, OperandTypes, TraceError};
+use crate::ad::JvpLayout;
 use crate::interp::ConventionHit;
 use crate::ir::{InputKind, Program};
 use crate::tensor::{Params, Tensor, TensorType};
@@ -108,11 +109,11 @@ pub(crate) fn check_seeds(
     Ok(())
 }
 
-/// Tangents for every input of `p` that `tangent_inputs` gives a slot: data inputs from
-/// `tangents` in order, parameters from `param_tangents` by name (missing: zero).
+/// Tangents for every input of `p` that `layout` gives a slot: data inputs from `tangents`
+/// in order, parameters from `param_tangents` by name (missing: zero).
 pub(crate) fn tangent_arguments(
     p: &Program,
-    tangent_inputs: &[Option<usize>],
+    layout: &JvpLayout,
     tangents: &[Tensor],
     param_tangents: &Params,
 ) -> Result<Vec<Tensor>, TraceError> {
@@ -125,7 +126,7 @@ pub(crate) fn tangent_arguments(
     check_seeds("tangent", &data, tangents)?;
     let mut data = tangents.iter();
     let mut out = Vec::new();
-    for (input, slot) in p.inputs().iter().zip(tangent_inputs) {
+    for (i, input) in p.inputs().iter().enumerate() {
         let given = match input.kind {
             InputKind::Data => data.next().cloned(),
             InputKind::Param => match param_tangents.get(&input.name) {
@@ -139,7 +140,7 @@ pub(crate) fn tangent_arguments(
                 other => other.cloned(),
             },
         };
-        if slot.is_some() {
+        if layout.tangent_input(i).is_some() {
             out.push(given.unwrap_or_else(|| Tensor::zeros(&input.ty)));
         }
     }

@@ -1,18 +1,17 @@
 //! `hvp` of a scalar model function: Hessian-vector products, forward over reverse.
 //!
-//! With g(x) = ∇f(x) (the VJP program with its seed fixed to 1), H v = J_g(x) v: the JVP of
+//! With g(x) = ∇f(x) ([`ad::grad`]: the VJP program with its seed fixed to 1), H v = J_g(x) v: the JVP of
 //! the gradient program. Both are program transforms, so this is one program, built once.
 
-use super::error::{CallSite, OperandTypes, TraceError};
+use super::error::{CallSite, TraceError};
 use super::grads::{check_scalar, tangent_arguments, Grads};
 use super::outputs::Outputs;
-use super::staged::{staged_methods, Staged};
+use super::staged::{staged_methods, Options, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
-use crate::ad::{self, Jvp};
+use crate::ad::{self, Jvp, VjpLayout};
 use crate::interp;
-use crate::ir::{Builder, Program, Var};
-use crate::prim::Ops;
+use crate::ir::Program;
 use crate::tensor::{Params, Tensor, TensorType};
 
 /// The value, the gradient, and the Hessian applied to a direction.
@@ -28,56 +27,20 @@ pub struct HvpOutput {
     pub hvp: Grads,
 }
 
-/// The forward-over-reverse program and where each input's gradient sits in its outputs.
+/// The forward-over-reverse program: the JVP of the gradient program, whose outputs are the
+/// value then each float input's gradient ([`ad::grad`]).
 #[derive(Debug)]
 pub(crate) struct HvpProgram {
     jvp: Jvp,
-    /// For each input of the traced program: the index of its gradient among the outputs of
-    /// the gradient program (output 0 is the value).
-    grad_outputs: Vec<Option<usize>>,
+    grad: VjpLayout,
 }
 
-/// g: the traced program's inputs to (value, gradient of each float input), seed fixed to 1.
-fn gradient_program(
-    location: CallSite,
-    p: &Program,
-) -> Result<(Program, Vec<Option<usize>>), TraceError> {
-    let build = |source| TraceError::Build { location, source };
-    let v = ad::vjp(p)?;
-    let mut b = Builder::new();
-    let mut args: Vec<Var> = p
-        .inputs()
-        .iter()
-        .map(|i| b.input(&i.name, i.ty.clone(), i.kind))
-        .collect::<Result<_, _>>()
-        .map_err(build)?;
-    b.set_name_prefix("seed");
-    let seed_ty = p.output_types()[0].clone();
-    let seed = b.full(1.0, &seed_ty).map_err(|source| TraceError::Type {
-        location,
-        op: "full".to_string(),
-        operands: OperandTypes(vec![seed_ty]),
-        source,
-    })?;
-    args.push(seed);
-    let outs = b.inline(&v.program, &args).map_err(build)?;
-    let mut g_outputs = vec![outs[0]];
-    let mut grad_outputs = Vec::with_capacity(p.n_inputs());
-    for slot in &v.gradients {
-        grad_outputs.push(slot.map(|k| {
-            g_outputs.push(outs[k]);
-            g_outputs.len() - 1
-        }));
-    }
-    Ok((b.finish(&g_outputs).map_err(build)?, grad_outputs))
-}
-
-fn compile(location: CallSite, traced: &Traced) -> Result<HvpProgram, TraceError> {
+fn compile(location: CallSite, traced: &Traced, _: &Options) -> Result<HvpProgram, TraceError> {
     check_scalar(location, "hvp", &traced.program)?;
-    let (g, grad_outputs) = gradient_program(location, &traced.program)?;
+    let g = ad::grad(&traced.program)?;
     Ok(HvpProgram {
-        jvp: ad::jvp(&g)?,
-        grad_outputs,
+        jvp: ad::jvp(&g.program)?,
+        grad: g.layout,
     })
 }
 
@@ -138,21 +101,28 @@ where
         let mut args = arguments(p, params, inputs)?;
         args.extend(tangent_arguments(
             p,
-            &h.jvp.tangent_inputs,
+            &h.jvp.layout,
             tangents,
             param_tangents,
         )?);
         let (values, report) = interp::eval_with_report(&h.jvp.program, &args)?;
-        let n = h.jvp.n_primal_outputs;
-        let pick = |offset: usize| {
-            let values = &values;
-            move |i: usize| h.grad_outputs[i].map(|k| values[offset + k].clone())
-        };
+        let (gradient, tangent) = (
+            h.jvp.layout.primal_outputs(&values),
+            h.jvp.layout.tangents(&values),
+        );
         Ok(HvpOutput {
-            value: values[0].clone(),
-            grads: Grads::collect(p, pick(0), report.conventions.clone()),
-            directional: values[n].clone(),
-            hvp: Grads::collect(p, pick(n), report.conventions),
+            value: gradient[0].clone(),
+            grads: Grads::collect(
+                p,
+                |i| h.grad.gradient(gradient, i).cloned(),
+                report.conventions.clone(),
+            ),
+            directional: tangent[0].clone(),
+            hvp: Grads::collect(
+                p,
+                |i| h.grad.gradient(tangent, i).cloned(),
+                report.conventions,
+            ),
         })
     }
 }

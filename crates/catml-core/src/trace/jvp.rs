@@ -3,7 +3,7 @@
 use super::error::{CallSite, TraceError};
 use super::grads::tangent_arguments;
 use super::outputs::Outputs;
-use super::staged::{staged_methods, Staged};
+use super::staged::{staged_methods, Options, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
 use crate::ad::{self, Jvp};
@@ -22,7 +22,7 @@ pub struct JvpOutput {
     pub conventions: Vec<crate::interp::ConventionHit>,
 }
 
-fn compile(_: CallSite, traced: &Traced) -> Result<Jvp, TraceError> {
+fn compile(_: CallSite, traced: &Traced, _: &Options) -> Result<Jvp, TraceError> {
     Ok(ad::jvp(&traced.program)?)
 }
 
@@ -70,17 +70,11 @@ where
             .stage(std::panic::Location::caller(), &types, compile)?;
         let (j, p) = (&stage.compiled, &stage.traced.program);
         let mut args = arguments(p, params, inputs)?;
-        args.extend(tangent_arguments(
-            p,
-            &j.tangent_inputs,
-            tangents,
-            param_tangents,
-        )?);
+        args.extend(tangent_arguments(p, &j.layout, tangents, param_tangents)?);
         let (values, report) = interp::eval_with_report(&j.program, &args)?;
-        let (outputs, tangents) = values.split_at(j.n_primal_outputs);
         Ok(JvpOutput {
-            outputs: outputs.to_vec(),
-            tangents: tangents.to_vec(),
+            outputs: j.layout.primal_outputs(&values).to_vec(),
+            tangents: j.layout.tangents(&values).to_vec(),
             conventions: report.conventions,
         })
     }

@@ -40,9 +40,20 @@
 //! [`value_and_grad`], [`grad`], [`vjp`], [`jvp`] and [`hvp`] take a model function and return
 //! a callable that traces once per list of input types, transforms the program once, and
 //! afterwards only evaluates. Parameters are passed by name in a [`Params`](crate::tensor::Params)
-//! store (`init` gives their initial values); derivatives come back by data input, by parameter
-//! name, and by tag, with the conventions that decided them.
+//! store (`init` gives their initial values, `init_types` from input types alone); derivatives
+//! come back by data input, by parameter name, and by tag, with the conventions that decided
+//! them. `value_and_grad(f).argnums(&[0])` differentiates only the chosen data inputs.
+//!
+//! A new list of input types traces the function again: `trace_count` counts the traces, and
+//! each retrace logs one `debug` line (target `catml::trace`) through the `log` crate.
+//!
+//! # Separate arguments
+//!
+//! Transforms take a function of a slice of values; [`args`] adapts a function of separate
+//! arguments, `args(|x: &Value, y: &Value| ...)`, and turns a call with the wrong number of
+//! inputs into [`TraceError::Count`].
 
+mod args;
 mod call;
 mod composites;
 mod context;
@@ -60,6 +71,7 @@ mod tracing;
 mod value;
 mod vjp;
 
+pub use args::{args, ArgsFn};
 pub use context::{is_tracing, tag_scope, with_tag, TagScope};
 pub use error::{CallSite, OperandTypes, TraceError};
 pub use grad::{grad, value_and_grad, GradFn, ValueAndGradFn, ValueAndGrads};

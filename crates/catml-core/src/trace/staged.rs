@@ -18,11 +18,19 @@ pub(crate) struct Stage<C> {
     pub(crate) compiled: C,
 }
 
+/// What a transform is compiled with besides the traced program.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Options {
+    /// Differentiate only these data inputs (by position); `None`: all of them.
+    pub(crate) argnums: Option<Vec<usize>>,
+}
+
 /// A model function and its stages by input types.
 pub(crate) struct Staged<F, C> {
     f: F,
     stages: HashMap<Vec<TensorType>, Stage<C>>,
     traces: usize,
+    pub(crate) options: Options,
 }
 
 impl<F, C> Staged<F, C> {
@@ -31,7 +39,14 @@ impl<F, C> Staged<F, C> {
             f,
             stages: HashMap::new(),
             traces: 0,
+            options: Options::default(),
         }
+    }
+
+    /// New options: stages made under the old ones are dropped.
+    pub(crate) fn set_options(&mut self, options: Options) {
+        self.options = options;
+        self.stages.clear();
     }
 
     pub(crate) fn trace_count(&self) -> usize {
@@ -43,7 +58,7 @@ impl<F, C> Staged<F, C> {
         &mut self,
         location: CallSite,
         types: &[TensorType],
-        compile: impl FnOnce(CallSite, &Traced) -> Result<C, TraceError>,
+        compile: impl FnOnce(CallSite, &Traced, &Options) -> Result<C, TraceError>,
     ) -> Result<&Stage<C>, TraceError>
     where
         F: FnMut(&[Value]) -> O,
@@ -56,8 +71,16 @@ impl<F, C> Staged<F, C> {
                 .zip(types.iter().cloned())
                 .collect();
             self.traces += 1;
+            if self.traces > 1 {
+                log::debug!(
+                    target: "catml::trace",
+                    "{location}: tracing again (trace {}) for new input types {}",
+                    self.traces,
+                    super::error::OperandTypes(types.to_vec())
+                );
+            }
             let traced = trace_at(location, &named, |x| (self.f)(x))?;
-            let compiled = compile(location, &traced)?;
+            let compiled = compile(location, &traced, &self.options)?;
             self.stages
                 .insert(types.to_vec(), Stage { traced, compiled });
         }
@@ -84,6 +107,16 @@ macro_rules! staged_methods {
             Ok(stage.traced.params.clone())
         }
 
+        /// The initial parameter values at these data input types, without any data: the
+        /// types of labels are enough (traces if not yet traced).
+        #[track_caller]
+        pub fn init_types(&mut self, types: &[TensorType]) -> Result<Params, TraceError> {
+            let stage = self
+                .staged
+                .stage(std::panic::Location::caller(), types, $compile)?;
+            Ok(stage.traced.params.clone())
+        }
+
         /// The traced program at these data input types.
         #[track_caller]
         pub fn traced(&mut self, types: &[TensorType]) -> Result<&Traced, TraceError> {
@@ -102,7 +135,8 @@ macro_rules! staged_methods {
             Ok($program(&stage.compiled))
         }
 
-        /// How many times the function has been traced (once per new list of input types).
+        /// How many times the function has been traced (once per new list of input types;
+        /// each retrace also logs a `debug` line, target `catml::trace`).
         pub fn trace_count(&self) -> usize {
             self.staged.trace_count()
         }

@@ -27,6 +27,29 @@ impl Traced {
         Ok(interp::eval(&self.program, &args)?)
     }
 
+    /// Evaluates the program on these data inputs with the given parameters (a checkpoint's
+    /// [`Params::load`], or trained values), in one call. Entries the program does not declare
+    /// are ignored; a missing or mistyped parameter is an error naming it.
+    ///
+    /// ```
+    /// use catml::nn::{linear, seeded};
+    /// use catml::tensor::{DType, Params, Tensor, TensorType};
+    /// use catml::trace::trace;
+    ///
+    /// let traced = trace(&[TensorType::new(DType::F64, [2])], |x| {
+    ///     linear(&x[0], 1, &mut seeded(0), "out")
+    /// }).unwrap();
+    /// let mut trained = Params::new();
+    /// trained.insert("out.W", Tensor::f64([1, 2], vec![1.0, 2.0]).unwrap());
+    /// trained.insert("out.b", Tensor::f64([1], vec![0.5]).unwrap());
+    /// let x = Tensor::f64([2], vec![3.0, 4.0]).unwrap();
+    /// assert_eq!(traced.call(&trained, &[x]).unwrap()[0].item().unwrap(), 11.5);
+    /// ```
+    pub fn call(&self, params: &Params, inputs: &[Tensor]) -> Result<Vec<Tensor>, TraceError> {
+        let args = arguments(&self.program, params, inputs)?;
+        Ok(interp::eval(&self.program, &args)?)
+    }
+
     /// The data inputs' types, in order.
     pub fn data_types(&self) -> Vec<TensorType> {
         self.program

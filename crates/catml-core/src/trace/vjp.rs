@@ -3,7 +3,7 @@
 use super::error::{CallSite, TraceError};
 use super::grads::{check_seeds, Grads};
 use super::outputs::Outputs;
-use super::staged::{staged_methods, Staged};
+use super::staged::{staged_methods, Options, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
 use crate::ad::{self, Vjp};
@@ -20,7 +20,7 @@ pub struct VjpOutput {
     pub cotangents: Grads,
 }
 
-fn compile(_: CallSite, traced: &Traced) -> Result<Vjp, TraceError> {
+fn compile(_: CallSite, traced: &Traced, _: &Options) -> Result<Vjp, TraceError> {
     Ok(ad::vjp(&traced.program)?)
 }
 
@@ -72,11 +72,11 @@ where
         let (values, report) = interp::eval_with_report(&v.program, &args)?;
         let cotangents = Grads::collect(
             p,
-            |i| v.gradients[i].map(|k| values[k].clone()),
+            |i| v.layout.gradient(&values, i).cloned(),
             report.conventions,
         );
         Ok(VjpOutput {
-            outputs: values[..v.n_primal_outputs].to_vec(),
+            outputs: v.layout.primal_outputs(&values).to_vec(),
             cotangents,
         })
     }

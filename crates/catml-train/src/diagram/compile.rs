@@ -45,7 +45,6 @@ enum Source {
     Object(String),
     Weight(String),
     Param(String),
-    Seed(f64),
 }
 
 /// A diagram compiled to its loss program and the program of the loss and its gradients.
@@ -223,21 +222,21 @@ impl Diagram {
             params.push(name);
         }
 
-        // The reverse program, keeping the loss, the terms and the parameters' gradients.
-        let v = ad::vjp(&loss)?;
-        let mut keep: Vec<Var> = v.program.outputs()[..outputs.len()].to_vec();
+        // The gradient of the loss, keeping the terms and the parameters' gradients.
+        let v = ad::grad(&loss)?;
+        let mut keep: Vec<Var> = v.layout.primal_outputs(v.program.outputs()).to_vec();
         for i in loss.param_indices() {
-            let k = v.gradients[i].expect("parameters are float");
-            keep.push(v.program.outputs()[k]);
+            keep.push(
+                *v.layout
+                    .gradient(v.program.outputs(), i)
+                    .expect("parameters are float"),
+            );
         }
         let grad = Builder::from_program(&v.program)
             .finish(&keep)
             .map_err(build)?
             .pruned();
-        let mut grad_inputs = loss_inputs.clone();
-        for k in 0..outputs.len() {
-            grad_inputs.push(Source::Seed(if k == 0 { 1.0 } else { 0.0 }));
-        }
+        let grad_inputs = loss_inputs.clone();
         debug_assert_eq!(grad_inputs.len(), grad.n_inputs());
         Ok(Compiled {
             loss,
@@ -259,7 +258,8 @@ impl Compiled {
     }
 
     /// The loss, its terms, then the gradient of each parameter (in
-    /// [`param_names`](Self::param_names) order). Its last inputs are the output seeds.
+    /// [`param_names`](Self::param_names) order), from the loss program's inputs ([`ad::grad`]:
+    /// the loss's seed is 1 inside it).
     pub fn grad_program(&self) -> &Program {
         &self.grad
     }
@@ -304,7 +304,6 @@ impl Compiled {
                                 ty: decl.ty.clone(),
                             })
                     }
-                    Source::Seed(x) => return Ok(Tensor::scalar(self.dtype, *x)),
                 };
                 let t = found.ok_or_else(|| DiagramError::MissingData {
                     what,

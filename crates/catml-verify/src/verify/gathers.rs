@@ -102,7 +102,10 @@ fn check_map(t: &mut Tally, n: usize, idx: &[usize], u: &[Rational], v: &[Ration
     let grad = |seed: Vec<Rational>| -> Result<Vec<Rational>, String> {
         let out = interp::eval_rational(&d.vjp.program, &[vector(v), vector(&seed)])
             .map_err(|e| e.to_string())?;
-        Ok(out[d.vjp.gradients[0].expect("float input")]
+        Ok(d.vjp
+            .layout
+            .gradient(&out, 0)
+            .expect("float input")
             .data()
             .to_vec())
     };

@@ -106,7 +106,7 @@ impl Derivatives {
         let mut args: Vec<Option<Tensor>> = vec![None; j.program.n_inputs()];
         for (i, xi) in x.iter().enumerate() {
             args[i] = Some(xi.clone());
-            if let Some(k) = j.tangent_inputs[i] {
+            if let Some(k) = j.layout.tangent_input(i) {
                 args[k] = Some(v[i].clone());
             }
         }
@@ -153,7 +153,7 @@ impl Derivatives {
         let mut args: Vec<Option<Tensor>> = vec![None; j.program.n_inputs()];
         for (i, xi) in x.iter().enumerate() {
             args[i] = Some(xi.clone());
-            if let Some(k) = j.tangent_inputs[i] {
+            if let Some(k) = j.layout.tangent_input(i) {
                 args[k] = Some(v[i].clone());
             }
         }
@@ -162,9 +162,11 @@ impl Derivatives {
             .enumerate()
             .map(|(k, a)| a.unwrap_or_else(|| Tensor::zeros(&j.program.inputs()[k].ty)))
             .collect();
-        let mut out = interp::eval(&j.program, &args)?;
-        let tangents = out.split_off(j.n_primal_outputs);
-        Ok((out, tangents))
+        let out = interp::eval(&j.program, &args)?;
+        Ok((
+            j.layout.primal_outputs(&out).to_vec(),
+            j.layout.tangents(&out).to_vec(),
+        ))
     }
 
     /// (f(x), Df(x)* u), u one cotangent per output occurrence.
@@ -173,16 +175,13 @@ impl Derivatives {
         let mut args = x.to_vec();
         args.extend(u.iter().cloned());
         let out = interp::eval(&v.program, &args)?;
-        let grads = v
-            .gradients
-            .iter()
-            .enumerate()
-            .map(|(i, g)| match g {
-                Some(k) => out[*k].clone(),
+        let grads = (0..self.program.n_inputs())
+            .map(|i| match v.layout.gradient(&out, i) {
+                Some(g) => g.clone(),
                 None => Tensor::zeros(&self.program.inputs()[i].ty),
             })
             .collect();
-        Ok((out[..v.n_primal_outputs].to_vec(), grads))
+        Ok((v.layout.primal_outputs(&out).to_vec(), grads))
     }
 }
 

@@ -136,7 +136,7 @@ pub(crate) fn constant_tapes() -> (Program, Program) {
 }
 
 fn residual_dim(d: &Derivatives) -> usize {
-    d.vjp.residuals.iter().map(|r| r.ty.numel()).sum()
+    d.vjp.layout.residuals.iter().map(|r| r.ty.numel()).sum()
 }
 
 fn counterexample(t: &mut Tally, seed: u64) {

@@ -59,7 +59,11 @@ impl LossGrad {
         let mut grads = Params::new();
         for (i, input) in self.loss.inputs().iter().enumerate() {
             if input.kind == InputKind::Param {
-                let k = self.vjp.gradients[i].expect("a gradient per parameter");
+                let k = self
+                    .vjp
+                    .layout
+                    .gradient_output(i)
+                    .expect("a gradient per parameter");
                 grads.insert(input.name.clone(), out[k].clone());
             }
         }

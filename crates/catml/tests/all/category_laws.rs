@@ -37,10 +37,10 @@ fn gradients(p: &Program, x: &[Tensor], u: &[Tensor]) -> Vec<(String, Vec<f64>)>
     let mut args = x.to_vec();
     args.extend(u.iter().cloned());
     let out = eval(&v.program, &args);
-    p.inputs()
+    v.layout
+        .gradients
         .iter()
-        .zip(&v.gradients)
-        .map(|(i, g)| (i.name.clone(), out[g.expect("float input")].to_f64_vec()))
+        .map(|g| (g.name.clone(), out[g.index].to_f64_vec()))
         .collect()
 }
 

@@ -32,9 +32,10 @@ fn gradient(v: &ad::Vjp, theta: &[Tensor]) -> Vec<Tensor> {
     let mut args = theta.to_vec();
     args.push(Tensor::scalar(DType::F64, 1.0));
     let out = eval(&v.program, &args).unwrap();
-    v.gradients
+    v.layout
+        .gradients
         .iter()
-        .map(|g| out[g.unwrap()].clone())
+        .map(|g| out[g.index].clone())
         .collect()
 }
 
@@ -63,9 +64,10 @@ fn hessian_vector_products_match_differences_of_the_gradient() {
     args.push(Tensor::scalar(DType::F64, 0.0));
     let out = eval(&j.program, &args).unwrap();
     let fwd_rev: Vec<Tensor> = v
+        .layout
         .gradients
         .iter()
-        .map(|g| out[j.n_primal_outputs + g.unwrap()].clone())
+        .map(|g| out[j.layout.n_primal_outputs() + g.index].clone())
         .collect();
 
     // Reverse over reverse: the gradient of <dir, ∇L(θ)> with respect to θ.
@@ -76,7 +78,7 @@ fn hessian_vector_products_match_differences_of_the_gradient() {
     args.extend(dir.iter().cloned());
     let out = eval(&vv.program, &args).unwrap();
     let rev_rev: Vec<Tensor> = (0..theta.len())
-        .map(|i| out[vv.gradients[i].unwrap()].clone())
+        .map(|i| out[vv.layout.gradient_output(i).unwrap()].clone())
         .collect();
 
     // Central differences of the gradient.
@@ -128,7 +130,8 @@ fn derivative_program(f: Unary, n: usize) -> Program {
         .op(Arc::new(Constant::new(ones(&f64t(&[n])))), &[])
         .unwrap();
     let out = b.inline(&v.program, &[x, seed]).unwrap();
-    b.finish(&[out[v.gradients[0].unwrap()]]).unwrap()
+    b.finish(&[out[v.layout.gradient_output(0).unwrap()]])
+        .unwrap()
 }
 
 struct Scalar {
@@ -251,7 +254,9 @@ fn third_order_of_the_cube_is_six() {
         .op(Arc::new(Constant::new(ones(&f64t(&[3])))), &[])
         .unwrap();
     let out = b.inline(&v.program, &[x, seed]).unwrap();
-    let d2 = b.finish(&[out[v.gradients[0].unwrap()]]).unwrap();
+    let d2 = b
+        .finish(&[out[v.layout.gradient_output(0).unwrap()]])
+        .unwrap();
     let xv = Tensor::f64([3], vec![-1.0, 0.5, 2.0]).unwrap();
     let (_, d3) = common::value_and_grad(&d2, std::slice::from_ref(&xv), &[ones(&f64t(&[3]))]);
     assert_eq!(d3[0].to_f64_vec(), vec![6.0; 3]);

@@ -5,6 +5,7 @@ mod lowering_checks;
 mod support;
 
 mod adjoint;
+mod api;
 mod category_laws;
 mod composite_edges;
 mod composites;

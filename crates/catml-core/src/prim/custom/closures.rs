@@ -36,8 +36,7 @@ type JvpFn = dyn Fn(&mut Builder, &[Var], Var, &[Option<Var>]) -> Result<Option<
 /// )
 /// .with_vjp(|_b, _x, _y, u| Ok(vec![Some(u)]))
 /// .with_rule(RuleKind::Declared("straight-through: identity response"));
-/// let mut registry = catml_core::prim::registry();
-/// let prim = round.register(&mut registry);
+/// let prim = round.into_prim(); // to load modules naming it: prim::registry().with(prim.clone())
 ///
 /// let mut b = Builder::new();
 /// let x = b.input("x", TensorType::new(DType::F64, [2]), InputKind::Data).unwrap();
@@ -113,15 +112,16 @@ impl CustomPrimitive {
         self
     }
 
+    /// The shared handle that builders apply. No registry is needed to build with it; one is
+    /// needed only to load modules that name it ([`Registry::with`]).
+    pub fn into_prim(self) -> Prim {
+        Arc::new(self)
+    }
+
     /// Registers under its name (so modules naming it load) and returns the shared handle.
     pub fn register(self, registry: &mut Registry) -> Prim {
-        let prim: Prim = Arc::new(self);
-        let name = prim.name().to_string();
-        let handle = prim.clone();
-        registry.register(&name, move |attrs| {
-            crate::ir::AttrReader::new(attrs).finish()?;
-            Ok(handle.clone())
-        });
+        let prim = self.into_prim();
+        *registry = std::mem::take(registry).with(prim.clone());
         prim
     }
 }

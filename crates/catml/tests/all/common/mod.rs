@@ -80,12 +80,10 @@ pub fn value_and_grad(
     let mut args = inputs.to_vec();
     args.extend_from_slice(seeds);
     let out = eval(&v.program, &args).unwrap();
-    let grads = v
-        .gradients
-        .iter()
-        .map(|g| out[g.unwrap()].clone())
+    let grads = (0..p.n_inputs())
+        .map(|i| v.layout.gradient(&out, i).expect("float input").clone())
         .collect();
-    (out[..v.n_primal_outputs].to_vec(), grads)
+    (v.layout.primal_outputs(&out).to_vec(), grads)
 }
 
 /// Outputs of `p` and their tangents along `tangents` (one per input, all float).
@@ -98,7 +96,7 @@ pub fn value_and_tangent(
     let mut args = inputs.to_vec();
     args.extend_from_slice(tangents);
     let out = eval(&j.program, &args).unwrap();
-    let (primal, tangent) = out.split_at(j.n_primal_outputs);
+    let (primal, tangent) = out.split_at(j.layout.n_primal_outputs());
     (primal.to_vec(), tangent.to_vec())
 }
 

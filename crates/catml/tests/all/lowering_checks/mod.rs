@@ -80,7 +80,7 @@ pub fn run_jvp(p: &Program, x: &[Tensor], v: &[Tensor]) -> Vec<Tensor> {
     let mut inputs = x.to_vec();
     inputs.extend(v.iter().cloned());
     let out = eval(&j.program, &inputs).expect("jvp evaluates");
-    out[j.n_primal_outputs..].to_vec()
+    out[j.layout.n_primal_outputs()..].to_vec()
 }
 
 /// The cotangents of the float inputs for output seeds `u`.
@@ -89,10 +89,10 @@ pub fn run_vjp(p: &Program, x: &[Tensor], u: &[Tensor]) -> Vec<Tensor> {
     let mut inputs = x.to_vec();
     inputs.extend(u.iter().cloned());
     let out = eval(&r.program, &inputs).expect("vjp evaluates");
-    r.gradients
+    r.layout
+        .gradients
         .iter()
-        .flatten()
-        .map(|&k| out[k].clone())
+        .map(|g| out[g.index].clone())
         .collect()
 }
 
@@ -212,10 +212,10 @@ pub fn check(p: &Program, x: &[Tensor], seed: u64, tol: f64) -> Checked {
     let out = eval(&j2.program, &inputs).expect("jvp of vjp evaluates");
     let r2 = vjp(p).unwrap();
     let second: Vec<Tensor> = r2
+        .layout
         .gradients
         .iter()
-        .flatten()
-        .map(|&k| out[j2.n_primal_outputs + k].clone())
+        .map(|g| out[j2.layout.n_primal_outputs() + g.index].clone())
         .collect();
     let fd2 = central(p, grad, x, &w, 1e-5);
     for (k, (a, b)) in second.iter().zip(&fd2).enumerate() {
