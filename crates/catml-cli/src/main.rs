@@ -6,6 +6,8 @@
 mod commands;
 mod dot;
 mod io;
+#[cfg(feature = "mpi")]
+mod mpi_train;
 mod train;
 mod verify;
 

@@ -40,6 +40,15 @@ impl Progress {
         self.bar.inc(1);
     }
 
+    /// A step of a distributed run: also the rank count and the communication time per step.
+    pub(crate) fn step_comm(&self, epoch: usize, running_loss: f64, ranks: usize, comm_ms: f64) {
+        self.bar.set_prefix(format!("epoch {epoch}"));
+        self.bar.set_message(format!(
+            "loss {running_loss:.5}  {ranks} ranks  comm {comm_ms:.2} ms/step"
+        ));
+        self.bar.inc(1);
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }

@@ -21,6 +21,8 @@ pub struct Run {
     pub trainer: Trainer,
     pub epochs: usize,
     pub outputs: Outputs,
+    /// The spec's `[distributed]` settings (used when run on several ranks).
+    pub distributed: super::spec::DistributedSpec,
 }
 
 /// How to run a spec.
@@ -34,6 +36,16 @@ pub struct RunOptions {
 
 /// Reads, prepares and runs a spec file; returns the last epoch's metrics.
 pub fn run_spec(path: &FsPath, options: RunOptions) -> Result<EpochMetrics, TrainError> {
+    run_spec_on(path, options, None).map(|(m, _)| m)
+}
+
+/// [`run_spec`] as one of the ranks of `comm` (see [`Trainer::distributed`]) when given; also
+/// returns the communication figures. Only rank 0 creates output folders and writes files.
+pub fn run_spec_on(
+    path: &FsPath,
+    options: RunOptions,
+    comm: Option<std::rc::Rc<dyn super::distributed::Collective>>,
+) -> Result<(EpochMetrics, Option<super::distributed::CommStats>), TrainError> {
     let in_spec = |source| TrainError::Spec {
         path: path.display().to_string(),
         source,
@@ -45,6 +57,14 @@ pub fn run_spec(path: &FsPath, options: RunOptions) -> Result<EpochMetrics, Trai
     let spec = Spec::parse(&text).map_err(in_spec)?;
     let base = path.parent().unwrap_or(FsPath::new("."));
     let mut run = prepare(&spec, base).map_err(in_spec)?;
+    let rank = comm.as_ref().map_or(0, |c| c.rank());
+    if let Some(c) = comm {
+        c.set_timeout(std::time::Duration::from_secs_f64(run.distributed.timeout));
+        run.trainer = run
+            .trainer
+            .distributed(c, run.distributed.deterministic)
+            .map_err(|e| in_spec(SpecError::new("distributed.shards", e.to_string())))?;
+    }
     for p in [
         &run.outputs.checkpoint,
         &run.outputs.metrics,
@@ -52,6 +72,7 @@ pub fn run_spec(path: &FsPath, options: RunOptions) -> Result<EpochMetrics, Trai
     ]
     .into_iter()
     .flatten()
+    .filter(|_| rank == 0)
     {
         if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| TrainError::Output {
@@ -67,11 +88,13 @@ pub fn run_spec(path: &FsPath, options: RunOptions) -> Result<EpochMetrics, Trai
     }
     run.trainer
         .run(run.epochs, &run.outputs, options.progress)?;
-    run.trainer
+    let last = run
+        .trainer
         .history()
         .last()
         .cloned()
-        .ok_or(TrainError::Empty { which: "metrics" })
+        .ok_or(TrainError::Empty { which: "metrics" })?;
+    Ok((last, run.trainer.comm_stats()))
 }
 
 fn resolve(base: &FsPath, p: &str) -> PathBuf {
@@ -456,6 +479,18 @@ pub fn prepare(spec: &Spec, base: &FsPath) -> Result<Run, SpecError> {
             other => SpecError::new(format!("evaluate[{i}]"), other.to_string()),
         })?;
     }
+    if let Some(k) = spec.distributed.shards {
+        trainer = trainer
+            .with_shards(k)
+            .map_err(|e| SpecError::new("distributed.shards", e.to_string()))?;
+    }
+    let d = &spec.distributed;
+    if !(d.timeout.is_finite() && d.timeout > 0.0) {
+        return Err(SpecError::new(
+            "distributed.timeout",
+            format!("must be a positive number of seconds, found {}", d.timeout),
+        ));
+    }
     let out = |p: &Option<String>| p.as_deref().map(|p| resolve(base, p));
     Ok(Run {
         trainer,
@@ -465,5 +500,6 @@ pub fn prepare(spec: &Spec, base: &FsPath) -> Result<Run, SpecError> {
             metrics: out(&spec.output.metrics),
             plot: out(&spec.output.plot),
         },
+        distributed: spec.distributed.clone(),
     })
 }

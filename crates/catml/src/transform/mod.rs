@@ -4,6 +4,8 @@
 //! [`rewrite`] holds semantics-preserving rewrites.
 
 mod lower;
+mod rebatch;
 pub mod rewrite;
 
 pub use lower::{lower, outside_core, LowerError, CORE_FRAGMENT, LOWERING_EXTRAS};
+pub use rebatch::{rebatch, RebatchError};
