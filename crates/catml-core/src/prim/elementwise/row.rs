@@ -197,7 +197,7 @@ pub struct UnaryRow {
     /// Where the rule's convention decides the derivative.
     pub kink: Option<fn(f64, &[f64]) -> bool>,
     /// The expansion into other primitives, if the row has one.
-    pub lower: Option<fn(&mut Builder, Var, &[f64]) -> Result<Var, TypeError>>,
+    pub lower: Option<UnaryLowering>,
     /// The f64 result is always a value of the operand's dtype (f32 runs are exact).
     pub exact_in_f32: bool,
     /// Generators keep operands within this magnitude.
@@ -207,6 +207,12 @@ pub struct UnaryRow {
     /// Draws attribute values from uniform numbers in [0, 1).
     pub sample_attrs: fn(&mut dyn FnMut() -> f64) -> Vec<f64>,
 }
+
+/// A unary row's expansion into other primitives, given the operand and the attribute values.
+pub type UnaryLowering = fn(&mut Builder, Var, &[f64]) -> Result<Var, TypeError>;
+
+/// A binary row's expansion into other primitives.
+pub type BinaryLowering = fn(&mut Builder, Var, Var) -> Result<Var, TypeError>;
 
 /// ∂f/∂x and ∂f/∂y of a binary row from x, y and z = f(x, y); `None` is zero.
 pub type BinaryPartials = fn(&mut Builder, Var, Var, Var) -> Result<[Option<Var>; 2], TypeError>;
@@ -221,7 +227,7 @@ pub struct BinaryRow {
     pub partials: BinaryPartials,
     pub rule: RuleKind,
     pub kink: Option<fn(f64, f64) -> bool>,
-    pub lower: Option<fn(&mut Builder, Var, Var) -> Result<Var, TypeError>>,
+    pub lower: Option<BinaryLowering>,
     pub exact_in_f32: bool,
     pub caps: [f64; 2],
     pub range: fn(Interval, Interval) -> Interval,
