@@ -6,6 +6,8 @@
 mod commands;
 mod dot;
 mod io;
+#[cfg(feature = "mpi")]
+mod mpi_train;
 mod output;
 mod train;
 mod verify;

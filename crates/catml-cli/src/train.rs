@@ -1,6 +1,8 @@
 //! `catml train SPEC.toml`: runs the spec through the library and prints the last epoch's
 //! metrics as JSON on stdout. On stderr, unless --quiet: progress (a bar on a terminal, one
 //! line per epoch otherwise) and, at the end, the files the run wrote.
+//! Built with the `mpi` feature and started by `mpirun`, every rank trains its share of each
+//! batch (see `mpi_train.rs`); rank 0 alone writes files and prints.
 
 use std::path::Path;
 
@@ -11,23 +13,37 @@ pub fn run(spec: &Path, resume: bool, quiet: bool) -> Result<String, String> {
         progress: !quiet,
         resume,
     };
+    #[cfg(feature = "mpi")]
+    if crate::mpi_train::launched_by_mpirun() {
+        return crate::mpi_train::run(spec, options);
+    }
     let (last, outputs) = run_spec_with_outputs(spec, options).map_err(|e| e.to_string())?;
     if !quiet {
-        let written: Vec<String> = [
-            ("checkpoint", &outputs.checkpoint),
-            ("metrics", &outputs.metrics),
-            ("plot", &outputs.plot),
-        ]
-        .into_iter()
-        .filter_map(|(what, p)| p.as_ref().map(|p| format!("{what} {}", p.display())))
-        .collect();
-        if written.is_empty() {
-            eprintln!("wrote nothing: the spec's [output] names no files");
-        } else {
-            eprintln!("wrote {}", written.join(", "));
-        }
+        report_outputs(&outputs);
     }
-    let mut text = serde_json::to_string_pretty(&last).expect("metrics serialise");
+    Ok(metrics_text(&last))
+}
+
+/// `wrote checkpoint out/a.safetensors, metrics out/m.jsonl` on stderr.
+pub fn report_outputs(outputs: &catml::train::Outputs) {
+    let written: Vec<String> = [
+        ("checkpoint", &outputs.checkpoint),
+        ("metrics", &outputs.metrics),
+        ("plot", &outputs.plot),
+    ]
+    .into_iter()
+    .filter_map(|(what, p)| p.as_ref().map(|p| format!("{what} {}", p.display())))
+    .collect();
+    if written.is_empty() {
+        eprintln!("wrote nothing: the spec's [output] names no files");
+    } else {
+        eprintln!("wrote {}", written.join(", "));
+    }
+}
+
+/// The last epoch's metrics as pretty JSON, one trailing newline.
+pub fn metrics_text(last: &catml::train::EpochMetrics) -> String {
+    let mut text = serde_json::to_string_pretty(last).expect("metrics serialise");
     text.push('\n');
-    Ok(text)
+    text
 }

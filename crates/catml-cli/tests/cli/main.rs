@@ -3,6 +3,10 @@
 mod ad_cli;
 mod commands;
 mod dot;
+#[cfg(feature = "mpi")]
+mod mpi_runs;
+#[cfg(feature = "mpi")]
+mod mpi_specs;
 mod ops_cli;
 mod output_cli;
 mod params_cli;

@@ -4,6 +4,8 @@
 //! [`rewrite`] holds semantics-preserving rewrites.
 
 mod lower;
+mod rebatch;
 pub mod rewrite;
 
 pub use lower::{core_fragment, lower, lowering_extras, outside_core, LowerError};
+pub use rebatch::{rebatch, RebatchError};

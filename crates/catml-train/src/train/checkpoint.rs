@@ -49,6 +49,12 @@ impl Checkpoint {
             path: path.display().to_string(),
             reason,
         };
+        let bytes = self.to_bytes().map_err(fail)?;
+        write_atomic(path, &bytes).map_err(|e| fail(e.to_string()))
+    }
+
+    /// The checkpoint file's bytes.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
         let mut store = Params::new();
         for (n, t) in self.params.iter() {
             store.insert(format!("param/{n}"), t.clone());
@@ -71,20 +77,27 @@ impl Checkpoint {
         }))
         .map(|(k, v)| (k.to_string(), v))
         .collect();
-        let bytes = store
+        store
             .to_safetensors_with(Some(meta))
-            .map_err(|e| fail(e.to_string()))?;
-        write_atomic(path, &bytes).map_err(|e| fail(e.to_string()))
+            .map_err(|e| e.to_string())
     }
 
     pub fn load(path: &Path) -> Result<Checkpoint, TrainError> {
-        let fail = |reason: String| TrainError::Checkpoint {
+        let bytes = std::fs::read(path).map_err(|e| TrainError::Checkpoint {
             path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Checkpoint::from_bytes(&bytes, &path.display().to_string())
+    }
+
+    /// Reads a checkpoint file's bytes; errors name `origin`.
+    pub fn from_bytes(bytes: &[u8], origin: &str) -> Result<Checkpoint, TrainError> {
+        let fail = |reason: String| TrainError::Checkpoint {
+            path: origin.to_string(),
             reason,
         };
-        let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
         let (store, meta) =
-            Params::from_safetensors_with_metadata(&bytes).map_err(|e| fail(e.to_string()))?;
+            Params::from_safetensors_with_metadata(bytes).map_err(|e| fail(e.to_string()))?;
         let get = |key: &str| {
             meta.get(key)
                 .ok_or_else(|| fail(format!("metadata has no `{key}`")))

@@ -79,4 +79,12 @@ pub enum TrainError {
     },
     #[error("{path}: {reason}")]
     Output { path: String, reason: String },
+    #[error("{shards} shards: {reason}")]
+    Shards { shards: usize, reason: String },
+    #[error("rank {rank} of {ranks}: {reason}")]
+    Distributed {
+        rank: usize,
+        ranks: usize,
+        reason: String,
+    },
 }

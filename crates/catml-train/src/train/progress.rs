@@ -67,6 +67,19 @@ impl Progress {
     }
 
     pub(crate) fn step(&self, epoch: usize, running_loss: f64) {
+        self.step_with(epoch, running_loss, "");
+    }
+
+    /// A step of a distributed run: also the rank count and the communication time per step.
+    pub(crate) fn step_comm(&self, epoch: usize, running_loss: f64, ranks: usize, comm_ms: f64) {
+        self.step_with(
+            epoch,
+            running_loss,
+            &format!("  {ranks} ranks  comm {comm_ms:.2} ms/step"),
+        );
+    }
+
+    fn step_with(&self, epoch: usize, running_loss: f64, extra: &str) {
         let done = {
             let mut d = self.done.lock().unwrap_or_else(|e| e.into_inner());
             *d += 1;
@@ -75,7 +88,7 @@ impl Progress {
         match &self.mode {
             Mode::Bar(bar) => {
                 bar.set_prefix(format!("epoch {epoch}"));
-                bar.set_message(format!("loss {running_loss:.5}"));
+                bar.set_message(format!("loss {running_loss:.5}{extra}"));
                 bar.inc(1);
             }
             Mode::Lines { start, last } => {
@@ -83,7 +96,7 @@ impl Progress {
                 if last.elapsed() >= Self::LINE_INTERVAL {
                     *last = Instant::now();
                     line(&format!(
-                        "epoch {epoch}: step {done}/{}  running loss {running_loss:.5}  {:.1} s",
+                        "epoch {epoch}: step {done}/{}  running loss {running_loss:.5}{extra}  {:.1} s",
                         self.steps,
                         start.elapsed().as_secs_f64()
                     ));

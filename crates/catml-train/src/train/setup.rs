@@ -20,6 +20,8 @@ pub struct Run {
     pub trainer: Trainer,
     pub epochs: usize,
     pub outputs: Outputs,
+    /// The spec's `[distributed]` settings (used when run on several ranks).
+    pub distributed: super::spec::DistributedSpec,
 }
 
 /// How to run a spec.
@@ -43,6 +45,17 @@ pub fn run_spec_with_outputs(
     path: &FsPath,
     options: RunOptions,
 ) -> Result<(EpochMetrics, Outputs), TrainError> {
+    run_spec_on(path, options, None).map(|(last, outputs, _)| (last, outputs))
+}
+
+/// [`run_spec_with_outputs`] as one of the ranks of `comm` (see [`Trainer::distributed`]) when
+/// given; also returns the communication figures. Only rank 0 creates output folders and writes
+/// files.
+pub fn run_spec_on(
+    path: &FsPath,
+    options: RunOptions,
+    comm: Option<std::rc::Rc<dyn super::distributed::Collective>>,
+) -> Result<(EpochMetrics, Outputs, Option<super::distributed::CommStats>), TrainError> {
     let in_spec = |source| TrainError::Spec {
         path: path.display().to_string(),
         source,
@@ -56,6 +69,14 @@ pub fn run_spec_with_outputs(
     let mut run = prepare(&spec, base).map_err(in_spec)?;
     let provenance = super::Provenance::of_spec(&text, &spec, base)?;
     run.trainer = run.trainer.with_provenance(provenance);
+    let rank = comm.as_ref().map_or(0, |c| c.rank());
+    if let Some(c) = comm {
+        c.set_timeout(std::time::Duration::from_secs_f64(run.distributed.timeout));
+        run.trainer = run
+            .trainer
+            .distributed(c, run.distributed.deterministic)
+            .map_err(|e| in_spec(SpecError::new("distributed.shards", e.to_string())))?;
+    }
     for p in [
         &run.outputs.checkpoint,
         &run.outputs.metrics,
@@ -63,6 +84,7 @@ pub fn run_spec_with_outputs(
     ]
     .into_iter()
     .flatten()
+    .filter(|_| rank == 0)
     {
         if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| TrainError::Output {
@@ -84,7 +106,8 @@ pub fn run_spec_with_outputs(
         .last()
         .cloned()
         .ok_or(TrainError::Empty { which: "metrics" })?;
-    Ok((last, run.outputs))
+    let stats = run.trainer.comm_stats();
+    Ok((last, run.outputs, stats))
 }
 
 fn resolve(base: &FsPath, p: &str) -> PathBuf {
@@ -524,6 +547,18 @@ pub fn prepare(spec: &Spec, base: &FsPath) -> Result<Run, SpecError> {
             other => SpecError::new(format!("evaluate[{i}]"), other.to_string()),
         })?;
     }
+    if let Some(k) = spec.distributed.shards {
+        trainer = trainer
+            .with_shards(k)
+            .map_err(|e| SpecError::new("distributed.shards", e.to_string()))?;
+    }
+    let d = &spec.distributed;
+    if !(d.timeout.is_finite() && d.timeout > 0.0) {
+        return Err(SpecError::new(
+            "distributed.timeout",
+            format!("must be a positive number of seconds, found {}", d.timeout),
+        ));
+    }
     let out = |p: &Option<String>| p.as_deref().map(|p| resolve(base, p));
     Ok(Run {
         trainer,
@@ -534,5 +569,6 @@ pub fn prepare(spec: &Spec, base: &FsPath) -> Result<Run, SpecError> {
             plot: out(&spec.output.plot),
             plot_scale: spec.output.plot_scale,
         },
+        distributed: spec.distributed.clone(),
     })
 }

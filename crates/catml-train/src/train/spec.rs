@@ -52,6 +52,13 @@
 //! metrics = "out/metrics.jsonl"
 //! plot = "out/loss.svg"                # losses, terms, defects and accuracies per epoch
 //! plot_scale = "log"                   # optional: "linear" (default) or "log" loss axis
+//!
+//! [distributed]                        # optional; see DISTRIBUTED.md
+//! shards = 3                           # pieces per batch, added in order (default: 1, or the
+//!                                      # number of MPI ranks); fix it for the same bits on any
+//!                                      # number of ranks
+//! deterministic = true                 # gather and add in piece order (default); false: all-reduce
+//! timeout = 60                         # seconds a rank waits for the others before it stops the job
 //! ```
 //!
 //! The checkpoint records the spec's settings and the SHA-256 of every file it reads; `--resume`
@@ -103,6 +110,40 @@ pub struct Spec {
     pub optimiser: OptimiserSpec,
     #[serde(default)]
     pub output: OutputSpec,
+    #[serde(default)]
+    pub distributed: DistributedSpec,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn sixty() -> f64 {
+    60.0
+}
+
+/// How batches are cut into pieces and how ranks combine them.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DistributedSpec {
+    /// Pieces per batch; default 1 in one process, the number of ranks under MPI.
+    pub shards: Option<usize>,
+    /// Gather every piece and add in piece order (bitwise equal on any number of ranks).
+    #[serde(default = "yes")]
+    pub deterministic: bool,
+    /// Seconds one collective operation may wait for the other ranks.
+    #[serde(default = "sixty")]
+    pub timeout: f64,
+}
+
+impl Default for DistributedSpec {
+    fn default() -> DistributedSpec {
+        DistributedSpec {
+            shards: None,
+            deterministic: true,
+            timeout: 60.0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 use rand::seq::SliceRandom;
 use rand_chacha::rand_core::SeedableRng;
@@ -10,12 +11,14 @@ use rand_chacha::ChaCha8Rng;
 
 use super::batches::{check_bound, make_batch, needs, Needs, Norm};
 use super::checkpoint::Checkpoint;
+use super::distributed::{Collective, CommStats, Distributed};
 use super::evaluate::{evaluate, label_probes, Probe};
 use super::metrics::write_metrics;
 use super::plot::{write_plot_scaled, PlotScale};
 use super::provenance::Provenance;
+use super::shards::{fold, ShardLayout, Sharded};
 use super::{Dataset, EpochMetrics, Evaluation, Progress, TrainError};
-use crate::diagram::{Compiled, Diagram, Path};
+use crate::diagram::{Compiled, Diagram, Losses, Path};
 use crate::optim::Optimiser;
 use crate::tensor::Params;
 
@@ -50,6 +53,9 @@ pub struct Trainer {
     epoch: usize,
     history: Vec<EpochMetrics>,
     provenance: Option<Provenance>,
+    /// How each batch is cut into pieces; `None` for whole batches.
+    sharded: Option<Sharded>,
+    distributed: Option<Distributed>,
 }
 
 impl Trainer {
@@ -104,7 +110,50 @@ impl Trainer {
             epoch: 0,
             history: Vec::new(),
             provenance: None,
+            sharded: None,
+            distributed: None,
         })
+    }
+
+    /// Cuts every batch into `shards` pieces whose gradients are added in piece order (see
+    /// [`ShardLayout`]); the arrows are rebatched to the pieces' size.
+    pub fn with_shards(mut self, shards: usize) -> Result<Trainer, TrainError> {
+        let layout = ShardLayout::new(self.compiled.batch(), shards)?;
+        self.sharded = Some(Sharded::new(&self.diagram, layout)?);
+        Ok(self)
+    }
+
+    /// Trains as one of `comm.size()` ranks: each evaluates its pieces of every batch (as many
+    /// pieces as ranks unless [`with_shards`](Self::with_shards) chose), the ranks combine
+    /// them (in piece order if `deterministic`, else by an all-reduce) and take the same step.
+    /// Only rank 0 writes outputs.
+    pub fn distributed(
+        mut self,
+        comm: Rc<dyn Collective>,
+        deterministic: bool,
+    ) -> Result<Trainer, TrainError> {
+        if self.sharded.is_none() {
+            let shards = comm.size().min(self.compiled.batch());
+            self = self.with_shards(shards)?;
+        }
+        let shards = self.shards();
+        self.distributed = Some(Distributed::new(comm, deterministic, shards));
+        Ok(self)
+    }
+
+    /// The pieces each batch is cut into (1 unless sharded).
+    pub fn shards(&self) -> usize {
+        self.sharded.as_ref().map_or(1, |s| s.layout.shards())
+    }
+
+    /// Communication so far, when distributed.
+    pub fn comm_stats(&self) -> Option<CommStats> {
+        self.distributed.as_ref().map(|d| d.stats)
+    }
+
+    /// This process's rank (0 unless distributed).
+    pub fn rank(&self) -> usize {
+        self.distributed.as_ref().map_or(0, |d| d.comm.rank())
     }
 
     /// Measures each epoch on held-out rows instead of the training rows.
@@ -183,16 +232,7 @@ impl Trainer {
         let (mut loss_sum, mut term_sums, mut lr) = (0.0, BTreeMap::<String, f64>::new(), 0.0);
         let mut n_batches = 0usize;
         for rows in order.chunks(batch) {
-            let b = make_batch(
-                &self.diagram,
-                &self.needs,
-                &self.train,
-                rows,
-                batch,
-                self.compiled.dtype(),
-                Norm::PerBatch,
-            );
-            let (losses, grads) = self.compiled.gradients(&self.params, &b)?;
+            let (losses, grads) = self.batch_gradients(rows)?;
             let mut subset: Params = trained
                 .iter()
                 .map(|n| (n.clone(), self.params.get(n).expect("trained").clone()))
@@ -206,7 +246,15 @@ impl Trainer {
             for (n, v) in losses.terms {
                 *term_sums.entry(n).or_default() += v;
             }
-            progress.step(self.epoch + 1, loss_sum / n_batches as f64);
+            match &self.distributed {
+                None => progress.step(self.epoch + 1, loss_sum / n_batches as f64),
+                Some(d) => progress.step_comm(
+                    self.epoch + 1,
+                    loss_sum / n_batches as f64,
+                    d.stats.ranks,
+                    d.stats.comm_ms_per_step(),
+                ),
+            }
         }
         self.epoch += 1;
         let (eval_on, eval) = match &self.held_out {
@@ -235,11 +283,16 @@ impl Trainer {
         outputs: &Outputs,
         show_progress: bool,
     ) -> Result<(), TrainError> {
+        self.sync_from_root()?;
         let remaining = epochs.saturating_sub(self.epoch);
-        let progress = Progress::new((remaining * self.steps_per_epoch()) as u64, show_progress);
+        let show = show_progress && self.rank() == 0;
+        let progress = Progress::new((remaining * self.steps_per_epoch()) as u64, show);
         while self.epoch < epochs {
             self.epoch(&progress)?;
-            self.write_outputs(outputs)?;
+            self.check_replicas()?;
+            if self.rank() == 0 {
+                self.write_outputs(outputs)?;
+            }
             progress.epoch_done(self.history.last().expect("an epoch ran"), epochs);
         }
         progress.finish();
@@ -260,8 +313,7 @@ impl Trainer {
         Ok(())
     }
 
-    /// Saves parameters, optimiser state, epoch, RNG position and metrics (atomically).
-    pub fn save_checkpoint(&self, path: &std::path::Path) -> Result<(), TrainError> {
+    fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
             params: self.params.clone(),
             optim: self.optimiser.state(),
@@ -270,15 +322,131 @@ impl Trainer {
             history: self.history.clone(),
             provenance: self.provenance.clone(),
         }
-        .save(path)
+    }
+
+    /// Saves parameters, optimiser state, epoch, RNG position and metrics (atomically).
+    pub fn save_checkpoint(&self, path: &std::path::Path) -> Result<(), TrainError> {
+        self.checkpoint().save(path)
     }
 
     /// Continues from a checkpoint written by [`save_checkpoint`](Self::save_checkpoint) of a
     /// trainer built the same way.
     pub fn resume(&mut self, path: &std::path::Path) -> Result<(), TrainError> {
         let c = Checkpoint::load(path)?;
+        self.restore(c, &path.display().to_string())
+    }
+
+    /// The loss and gradients of one batch: whole, or piece by piece (on this rank's pieces,
+    /// combined with the other ranks').
+    fn batch_gradients(&mut self, rows: &[usize]) -> Result<(Losses, Params), TrainError> {
+        let Some(sharded) = &self.sharded else {
+            let b = make_batch(
+                &self.diagram,
+                &self.needs,
+                &self.train,
+                rows,
+                self.compiled.batch(),
+                self.compiled.dtype(),
+                Norm::PerBatch,
+            );
+            return Ok(self.compiled.gradients(&self.params, &b)?);
+        };
+        let (rank, ranks) = match &self.distributed {
+            Some(d) => (d.comm.rank(), d.comm.size()),
+            None => (0, 1),
+        };
+        let start = std::time::Instant::now();
+        let pieces = sharded.pieces(
+            &self.compiled,
+            &self.diagram,
+            &self.needs,
+            &self.train,
+            &self.params,
+            rows,
+            sharded.layout.owned(rank, ranks),
+        )?;
+        let Some(d) = &mut self.distributed else {
+            return Ok(fold(pieces).expect("the first piece of a batch has rows"));
+        };
+        d.stats.compute_seconds += start.elapsed().as_secs_f64();
+        // In the order a `Params` holds the gradients: by name.
+        let mut types: Vec<_> = self
+            .compiled
+            .param_names()
+            .iter()
+            .map(|n| (n.clone(), self.params.get(n).expect("trained").ty()))
+            .collect();
+        types.sort_by(|a, b| a.0.cmp(&b.0));
+        d.combine(pieces, self.compiled.term_names(), &types)
+    }
+
+    /// Every rank takes rank 0's state: parameters, optimiser state, epoch, shuffling position
+    /// and metrics.
+    fn sync_from_root(&mut self) -> Result<(), TrainError> {
+        let Some(d) = &self.distributed else {
+            return Ok(());
+        };
+        let rank = d.comm.rank();
+        let bytes = if rank == 0 {
+            self.checkpoint()
+                .to_bytes()
+                .map_err(|reason| TrainError::Distributed {
+                    rank,
+                    ranks: d.comm.size(),
+                    reason,
+                })?
+        } else {
+            Vec::new()
+        };
+        let bytes = d.broadcast_state(bytes)?;
+        if rank != 0 {
+            let origin = "the state broadcast by rank 0";
+            self.restore(Checkpoint::from_bytes(&bytes, origin)?, origin)?;
+        }
+        Ok(())
+    }
+
+    /// After an epoch the replicas compare parameters and optimiser state. In deterministic
+    /// mode a difference is an error; otherwise every rank takes rank 0's state.
+    fn check_replicas(&mut self) -> Result<(), TrainError> {
+        let Some(d) = &self.distributed else {
+            return Ok(());
+        };
+        let fail = |reason: String| TrainError::Distributed {
+            rank: d.comm.rank(),
+            ranks: d.comm.size(),
+            reason,
+        };
+        let mut state = self
+            .params
+            .to_safetensors()
+            .map_err(|e| fail(e.to_string()))?;
+        state.extend(
+            self.optimiser
+                .state()
+                .to_safetensors()
+                .map_err(|e| fail(e.to_string()))?,
+        );
+        let Some(other) = d.replicas_agree(&state)? else {
+            return Ok(());
+        };
+        if d.deterministic {
+            return Err(fail(format!(
+                "after epoch {} rank {other}'s parameters differ from rank 0's",
+                self.epoch
+            )));
+        }
+        self.sync_from_root()?;
+        if let Some(d) = &mut self.distributed {
+            d.stats.resyncs += 1;
+        }
+        Ok(())
+    }
+
+    /// Takes the state of a checkpoint read from `origin`.
+    fn restore(&mut self, c: Checkpoint, origin: &str) -> Result<(), TrainError> {
         let fail = |reason: String| TrainError::Checkpoint {
-            path: path.display().to_string(),
+            path: origin.to_string(),
             reason,
         };
         if let Some(now) = &self.provenance {

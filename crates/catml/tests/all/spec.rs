@@ -406,7 +406,7 @@ fn a_misspelt_key_suggests_the_nearest_one() {
         mistake("batch_size = 4", "batch_sise = 4"),
         "batch_sise: unknown field `batch_sise`, expected one of `seed`, `epochs`, `batch_size`, \
          `data`, `objects`, `arrows`, `equations`, `supervised`, `evaluate`, `optimiser`, \
-         `output` (did you mean `batch_size`?)"
+         `output`, `distributed` (did you mean `batch_size`?)"
     );
 }
 
