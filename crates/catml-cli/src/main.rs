@@ -1,4 +1,5 @@
-//! `catml`: check, print, shape, params, cost, eval, grad and jvp of LensIR modules.
+//! `catml`: check, print, shape, params, cost, eval, grad and jvp of LensIR modules and ONNX
+//! models.
 //!
 //! Every command writes JSON (or a listing) to stdout on success; on any error it prints one
 //! line to stderr, writes nothing to stdout and exits 1.
@@ -23,6 +24,9 @@ use clap::{CommandFactory, Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Shape of an ONNX graph input with symbolic dimensions, as NAME=1x3x224x224 (repeatable)
+    #[arg(long = "shape", global = true, value_name = "NAME=DIMS")]
+    shapes: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -59,6 +63,9 @@ enum Command {
         /// JSON object mapping input names to tensors
         #[arg(long)]
         inputs: PathBuf,
+        /// Let NaN and infinities flow through the evaluation instead of stopping at them
+        #[arg(long)]
+        allow_non_finite: bool,
     },
     /// Outputs and the gradient of every input (reverse mode)
     Grad {
@@ -68,6 +75,9 @@ enum Command {
         /// JSON array with one tensor per output occurrence (default: all ones)
         #[arg(long)]
         cotangents: Option<PathBuf>,
+        /// Let NaN and infinities flow through the evaluation instead of stopping at them
+        #[arg(long)]
+        allow_non_finite: bool,
     },
     /// Graphviz DOT of a module (with --grad, its reverse-mode program beside it)
     Dot {
@@ -84,6 +94,9 @@ enum Command {
         /// JSON object mapping input names to tangents (missing: zero)
         #[arg(long)]
         tangents: PathBuf,
+        /// Let NaN and infinities flow through the evaluation instead of stopping at them
+        #[arg(long)]
+        allow_non_finite: bool,
     },
     /// Train a diagram of modules described by a TOML spec; prints the last epoch's metrics
     Train {
@@ -121,6 +134,9 @@ fn main() -> ExitCode {
             return fail(&usage_error_line(&e));
         }
     };
+    if let Err(e) = io::set_onnx_shapes(&cli.shapes) {
+        return fail(&e);
+    }
     match commands::run(cli.command) {
         Ok(out) => write_stdout(&out),
         Err(e) => fail(&e),

@@ -1,5 +1,6 @@
 //! The TENSOR JSON form: `{"dtype": "f64", "shape": [..], "data": [..]}`, data flat and
-//! row-major, dtype optional (default f64).
+//! row-major, dtype optional (default f64). Non-finite floats are the strings `"nan"`, `"inf"`
+//! and `"-inf"`, both ways (JSON numbers cannot hold them).
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -19,13 +20,36 @@ enum DataOut<'a> {
     F32(&'a [f32]),
     F64(&'a [f64]),
     I64(&'a [i64]),
+    Mixed(Vec<serde_json::Value>),
+}
+
+/// A float element as JSON: a number, or its name if it is not finite.
+fn float_json(v: f64) -> serde_json::Value {
+    if v.is_nan() {
+        "nan".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "inf" } else { "-inf" }.into()
+    } else {
+        v.into()
+    }
+}
+
+fn floats_out<'a, T: Copy + Into<f64>>(
+    data: &'a [T],
+    plain: impl Fn(&'a [T]) -> DataOut<'a>,
+) -> DataOut<'a> {
+    if data.iter().all(|&v| v.into().is_finite()) {
+        plain(data)
+    } else {
+        DataOut::Mixed(data.iter().map(|&v| float_json(v.into())).collect())
+    }
 }
 
 impl Serialize for Tensor {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let data = match self {
-            Tensor::F32(a) => DataOut::F32(a.data()),
-            Tensor::F64(a) => DataOut::F64(a.data()),
+            Tensor::F32(a) => floats_out(a.data(), DataOut::F32),
+            Tensor::F64(a) => floats_out(a.data(), DataOut::F64),
             Tensor::I64(a) => DataOut::I64(a.data()),
         };
         TensorOut {
@@ -43,7 +67,25 @@ struct TensorIn {
     #[serde(default)]
     dtype: Option<DType>,
     shape: Vec<usize>,
-    data: Vec<serde_json::Number>,
+    data: Vec<serde_json::Value>,
+}
+
+/// A JSON element as a number: a JSON number, or `"nan"`, `"inf"`, `"-inf"` (floats only).
+fn element(x: &serde_json::Value, float: bool) -> Option<serde_json::Number> {
+    match x {
+        serde_json::Value::Number(n) => Some(n.clone()),
+        serde_json::Value::String(_) if float => None,
+        _ => None,
+    }
+}
+
+fn non_finite(x: &serde_json::Value) -> Option<f64> {
+    match x.as_str()? {
+        "nan" => Some(f64::NAN),
+        "inf" => Some(f64::INFINITY),
+        "-inf" => Some(f64::NEG_INFINITY),
+        _ => None,
+    }
 }
 
 impl<'de> Deserialize<'de> for Tensor {
@@ -69,7 +111,7 @@ impl<'de> Deserialize<'de> for Tensor {
                     .iter()
                     .enumerate()
                     .map(|(i, x)| {
-                        x.as_i64().ok_or_else(|| {
+                        element(x, false).and_then(|n| n.as_i64()).ok_or_else(|| {
                             D::Error::custom(format!("data[{i}]: {x} is not an i64 integer"))
                         })
                     })
@@ -82,10 +124,16 @@ impl<'de> Deserialize<'de> for Tensor {
                     .iter()
                     .enumerate()
                     .map(|(i, x)| {
-                        x.as_f64()
+                        if let Some(v) = non_finite(x) {
+                            return Ok(v);
+                        }
+                        element(x, true)
+                            .and_then(|n| n.as_f64())
                             .filter(|v| dtype == DType::F64 || (*v as f32).is_finite())
                             .ok_or_else(|| {
-                                D::Error::custom(format!("data[{i}]: {x} is not a finite {dtype}"))
+                                D::Error::custom(format!(
+                                    "data[{i}]: {x} is not a finite {dtype} nor \"nan\", \"inf\", \"-inf\""
+                                ))
                             })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -108,6 +156,25 @@ mod tests {
         assert_eq!(s, r#"{"dtype":"f32","shape":[1],"data":[0.1]}"#);
         let back: Tensor = serde_json::from_str(&s).unwrap();
         assert_eq!(back.as_f32().unwrap().data(), &[0.1f32]);
+    }
+
+    #[test]
+    fn non_finite_floats_travel_as_strings() {
+        let t: Tensor =
+            serde_json::from_str(r#"{"dtype": "f32", "shape": [3], "data": ["nan", "inf", -1]}"#)
+                .unwrap();
+        let d = t.as_f32().unwrap().data();
+        assert!(d[0].is_nan() && d[1] == f32::INFINITY && d[2] == -1.0);
+        let s = serde_json::to_string(&Tensor::f64([2], vec![f64::NEG_INFINITY, 0.5]).unwrap());
+        assert_eq!(
+            s.unwrap(),
+            r#"{"dtype":"f64","shape":[2],"data":["-inf",0.5]}"#
+        );
+        let e =
+            serde_json::from_str::<Tensor>(r#"{"dtype": "i64", "shape": [1], "data": ["nan"]}"#);
+        assert!(e.unwrap_err().to_string().contains("not an i64"));
+        let e = serde_json::from_str::<Tensor>(r#"{"shape": [1], "data": ["NaN"]}"#);
+        assert!(e.unwrap_err().to_string().contains("data[0]"));
     }
 
     #[test]
