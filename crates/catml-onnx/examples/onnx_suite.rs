@@ -477,9 +477,8 @@ fn main() {
         }
     }
     println!(
-        "onnx node suite: {} passed, {} failed",
-        totals[0],
-        totals[1] + totals[2]
+        "onnx node suite: {} passed, {} failed, {} unsupported; gradient checks: {} passed, {} failed",
+        totals[0], totals[1], totals[2], grads[0], grads[1]
     );
     if let Some(min) = min {
         if totals[0] < min {
