@@ -220,7 +220,7 @@ fn malformed_inputs_name_the_json_path() {
     assert_eq!(
         fails(&[&"eval", &module(), &"--inputs", &bad]),
         format!(
-            "{}: X.data[5]: invalid type: string \"six\", expected a JSON number at line 1 column 53",
+            "{}: X.data[5]: invalid type: string \"six\", expected a JSON number or \"nan\", \"inf\", \"-inf\" at line 1 column 53",
             bad.display()
         )
     );

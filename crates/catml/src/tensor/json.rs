@@ -67,24 +67,53 @@ struct TensorIn {
     #[serde(default)]
     dtype: Option<DType>,
     shape: Vec<usize>,
-    data: Vec<serde_json::Value>,
+    data: Vec<Element>,
 }
 
-/// A JSON element as a number: a JSON number, or `"nan"`, `"inf"`, `"-inf"` (floats only).
-fn element(x: &serde_json::Value, float: bool) -> Option<serde_json::Number> {
-    match x {
-        serde_json::Value::Number(n) => Some(n.clone()),
-        serde_json::Value::String(_) if float => None,
-        _ => None,
+/// A data element: a JSON number, or a non-finite float named `"nan"`, `"inf"`, `"-inf"`.
+enum Element {
+    Number(serde_json::Number),
+    NonFinite(f64),
+}
+
+impl<'de> Deserialize<'de> for Element {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Element, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Element;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON number or \"nan\", \"inf\", \"-inf\"")
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Element, E> {
+                Ok(Element::Number(v.into()))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Element, E> {
+                Ok(Element::Number(v.into()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Element, E> {
+                serde_json::Number::from_f64(v)
+                    .map(Element::Number)
+                    .ok_or_else(|| E::custom("not a number"))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Element, E> {
+                match v {
+                    "nan" => Ok(Element::NonFinite(f64::NAN)),
+                    "inf" => Ok(Element::NonFinite(f64::INFINITY)),
+                    "-inf" => Ok(Element::NonFinite(f64::NEG_INFINITY)),
+                    _ => Err(E::invalid_type(serde::de::Unexpected::Str(v), &self)),
+                }
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
-fn non_finite(x: &serde_json::Value) -> Option<f64> {
-    match x.as_str()? {
-        "nan" => Some(f64::NAN),
-        "inf" => Some(f64::INFINITY),
-        "-inf" => Some(f64::NEG_INFINITY),
-        _ => None,
+impl std::fmt::Display for Element {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Element::Number(n) => write!(f, "{n}"),
+            Element::NonFinite(v) => write!(f, "\"{v}\""),
+        }
     }
 }
 
@@ -111,7 +140,11 @@ impl<'de> Deserialize<'de> for Tensor {
                     .iter()
                     .enumerate()
                     .map(|(i, x)| {
-                        element(x, false).and_then(|n| n.as_i64()).ok_or_else(|| {
+                        let n = match x {
+                            Element::Number(n) => n.as_i64(),
+                            Element::NonFinite(_) => None,
+                        };
+                        n.ok_or_else(|| {
                             D::Error::custom(format!("data[{i}]: {x} is not an i64 integer"))
                         })
                     })
@@ -124,16 +157,13 @@ impl<'de> Deserialize<'de> for Tensor {
                     .iter()
                     .enumerate()
                     .map(|(i, x)| {
-                        if let Some(v) = non_finite(x) {
-                            return Ok(v);
-                        }
-                        element(x, true)
-                            .and_then(|n| n.as_f64())
-                            .filter(|v| dtype == DType::F64 || (*v as f32).is_finite())
+                        let n = match x {
+                            Element::NonFinite(v) => return Ok(*v),
+                            Element::Number(n) => n.as_f64(),
+                        };
+                        n.filter(|v| dtype == DType::F64 || (*v as f32).is_finite())
                             .ok_or_else(|| {
-                                D::Error::custom(format!(
-                                    "data[{i}]: {x} is not a finite {dtype} nor \"nan\", \"inf\", \"-inf\""
-                                ))
+                                D::Error::custom(format!("data[{i}]: {x} is not a finite {dtype}"))
                             })
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -174,7 +204,10 @@ mod tests {
             serde_json::from_str::<Tensor>(r#"{"dtype": "i64", "shape": [1], "data": ["nan"]}"#);
         assert!(e.unwrap_err().to_string().contains("not an i64"));
         let e = serde_json::from_str::<Tensor>(r#"{"shape": [1], "data": ["NaN"]}"#);
-        assert!(e.unwrap_err().to_string().contains("data[0]"));
+        assert!(e
+            .unwrap_err()
+            .to_string()
+            .contains("invalid type: string \"NaN\""));
     }
 
     #[test]
