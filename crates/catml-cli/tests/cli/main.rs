@@ -3,6 +3,7 @@
 mod ad_cli;
 mod commands;
 mod dot;
+mod onnx_cli;
 mod ops_cli;
 mod output_cli;
 mod params_cli;
