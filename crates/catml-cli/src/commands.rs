@@ -7,7 +7,7 @@ use catml::tensor::{Tensor, TensorType};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::io::{read_json, read_module, read_tensor_map};
+use crate::io::{is_onnx, read_json, read_module, read_onnx, read_tensor_map};
 use crate::output::render;
 use crate::{Command, ParamArgs};
 
@@ -58,17 +58,65 @@ struct NamedTensor<'a> {
     tensor: &'a Tensor,
 }
 
-fn outputs_json(p: &Program, values: &[Tensor]) -> Value {
+/// The outputs as named tensors; `names` (an ONNX model's output names) override the
+/// program's value names.
+fn outputs_json(p: &Program, values: &[Tensor], names: Option<&[String]>) -> Value {
     let named: Vec<NamedTensor> = p
         .outputs()
         .iter()
         .zip(values)
-        .map(|(&o, t)| NamedTensor {
-            name: p.name(o),
+        .enumerate()
+        .map(|(k, (&o, t))| NamedTensor {
+            name: names
+                .and_then(|n| n.get(k))
+                .map_or(p.name(o), |s| s.as_str()),
             tensor: t,
         })
         .collect();
     serde_json::to_value(named).expect("serialisable")
+}
+
+/// A program, its named inputs, and (for an ONNX model) its output names.
+type ModuleInputs = (Program, BTreeMap<String, Tensor>, Option<Vec<String>>);
+
+/// A module and the named inputs a command evaluates it on, with the parameters of `--params`.
+/// For an ONNX model, the input shapes come from the inputs file (binding symbolic dimensions)
+/// and every initializer `--params` does not give comes from the model.
+fn module_and_inputs(
+    module: &std::path::Path,
+    inputs: &std::path::Path,
+    params: &ParamArgs,
+) -> Result<ModuleInputs> {
+    if !is_onnx(module) {
+        let p = read_module(module)?;
+        let named = inputs_with_params(&p, inputs, params)?;
+        return Ok((p, named, None));
+    }
+    let given = read_tensor_map(inputs)?;
+    let shapes: catml_onnx::Shapes = given
+        .iter()
+        .map(|(k, t)| (k.clone(), t.dims().to_vec()))
+        .collect();
+    let m = read_onnx(module, &shapes)?;
+    for name in m.params.iter().map(|(n, _)| n) {
+        if given.contains_key(name) {
+            return Err(format!(
+                "{}: `{name}` is an initializer of the model, not a graph input",
+                inputs.display()
+            ));
+        }
+    }
+    let mut named = inputs_with_params(&m.program, inputs, params)?;
+    for (name, t) in m.params.iter() {
+        named.entry(name.to_string()).or_insert_with(|| t.clone());
+    }
+    Ok((m.program, named, Some(m.outputs)))
+}
+
+fn options(allow_non_finite: bool) -> interp::EvalOptions {
+    interp::EvalOptions {
+        check_non_finite: !allow_non_finite,
+    }
 }
 
 fn to_text(v: &Value) -> String {
@@ -223,13 +271,14 @@ pub fn run(command: Command) -> Result<String> {
             inputs,
             params,
             pretty,
+            allow_non_finite,
         } => {
-            let p = read_module(&module)?;
-            let named = inputs_with_params(&p, &inputs, &params)?;
+            let (p, named, names) = module_and_inputs(&module, &inputs, &params)?;
             let args = ordered_inputs(&p, &named, &inputs)?;
-            let values = interp::eval(&p, &args).map_err(|e| in_file(&module, e))?;
+            let values = interp::eval_with_options(&p, &args, options(allow_non_finite))
+                .map_err(|e| in_file(&module, e))?;
             Ok(render(
-                &json!({ "outputs": outputs_json(&p, &values) }),
+                &json!({ "outputs": outputs_json(&p, &values, names.as_deref()) }),
                 pretty,
             ))
         }
@@ -239,9 +288,9 @@ pub fn run(command: Command) -> Result<String> {
             cotangents,
             params,
             pretty,
+            allow_non_finite,
         } => {
-            let p = read_module(&module)?;
-            let named = inputs_with_params(&p, &inputs, &params)?;
+            let (p, named, names) = module_and_inputs(&module, &inputs, &params)?;
             let mut args = ordered_inputs(&p, &named, &inputs)?;
             let seeds: Vec<Tensor> = match cotangents {
                 None => p
@@ -259,7 +308,8 @@ pub fn run(command: Command) -> Result<String> {
             args.extend(seeds);
             let v = ad::vjp(&p).map_err(|e| in_file(&module, e))?;
             let (values, report) =
-                interp::eval_with_report(&v.program, &args).map_err(|e| in_file(&module, e))?;
+                interp::eval_with_report_options(&v.program, &args, options(allow_non_finite))
+                    .map_err(|e| in_file(&module, e))?;
             let mut gradients = serde_json::Map::new();
             let mut grads = Vec::new();
             for g in &v.layout.gradients {
@@ -274,7 +324,7 @@ pub fn run(command: Command) -> Result<String> {
                 .collect();
             Ok(render(
                 &json!({
-                    "outputs": outputs_json(&p, v.layout.primal_outputs(&values)),
+                    "outputs": outputs_json(&p, v.layout.primal_outputs(&values), names.as_deref()),
                     "gradients": gradients,
                     "gradients_by_tag": tag_summaries(&p, &grads),
                     "conventions": conventions,
@@ -294,9 +344,9 @@ pub fn run(command: Command) -> Result<String> {
             tangents,
             params,
             pretty,
+            allow_non_finite,
         } => {
-            let p = read_module(&module)?;
-            let named = inputs_with_params(&p, &inputs, &params)?;
+            let (p, named, names) = module_and_inputs(&module, &inputs, &params)?;
             let mut args = ordered_inputs(&p, &named, &inputs)?;
             let tangent_map = read_tensor_map(&tangents)?;
             let j = ad::jvp(&p).map_err(|e| in_file(&module, e))?;
@@ -325,12 +375,13 @@ pub fn run(command: Command) -> Result<String> {
                 };
                 args.push(t);
             }
-            let values = interp::eval(&j.program, &args).map_err(|e| in_file(&module, e))?;
+            let values = interp::eval_with_options(&j.program, &args, options(allow_non_finite))
+                .map_err(|e| in_file(&module, e))?;
             let (primal, tangent) = (j.layout.primal_outputs(&values), j.layout.tangents(&values));
             Ok(render(
                 &json!({
-                    "outputs": outputs_json(&p, primal),
-                    "tangents": outputs_json(&p, tangent),
+                    "outputs": outputs_json(&p, primal, names.as_deref()),
+                    "tangents": outputs_json(&p, tangent, names.as_deref()),
                 }),
                 pretty,
             ))

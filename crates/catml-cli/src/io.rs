@@ -23,8 +23,69 @@ pub fn read_text(path: &Path) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-/// A module file, through the library's one loader (the extension picks the format).
+/// Input shapes given with `--shape NAME=DIMS`, for every ONNX model a command reads.
+static ONNX_SHAPES: std::sync::OnceLock<catml_onnx::Shapes> = std::sync::OnceLock::new();
+
+/// Parses and keeps the `--shape` arguments.
+pub fn set_onnx_shapes(args: &[String]) -> Result<(), String> {
+    let mut shapes = catml_onnx::Shapes::new();
+    for a in args {
+        let bad = || format!("--shape `{a}`: expected NAME=DIMS with DIMS like 1x3x224x224");
+        let (name, dims) = a.rsplit_once('=').ok_or_else(bad)?;
+        let dims: Vec<usize> = dims
+            .split('x')
+            .map(|d| d.parse::<usize>().ok().filter(|&n| n > 0))
+            .collect::<Option<_>>()
+            .ok_or_else(bad)?;
+        shapes.insert(name.to_string(), dims);
+    }
+    let _ = ONNX_SHAPES.set(shapes);
+    Ok(())
+}
+
+pub fn given_shapes() -> catml_onnx::Shapes {
+    ONNX_SHAPES.get().cloned().unwrap_or_default()
+}
+
+/// Whether a path names an ONNX model (by its extension).
+pub fn is_onnx(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
+}
+
+/// An ONNX model imported for these input shapes; an unsupported model lists every unsupported
+/// node on one line.
+pub fn read_onnx(path: &Path, shapes: &catml_onnx::Shapes) -> Result<catml_onnx::Imported, String> {
+    let fail = |e: catml_onnx::OnnxError| format!("{}: {e}", path.display());
+    let model = catml_onnx::read_bytes(path)
+        .and_then(|b| catml_onnx::decode_model(&b))
+        .map_err(fail)?;
+    match catml_onnx::import(&model, shapes, path.parent()) {
+        Ok(m) => Ok(m),
+        Err(e) if e.is_unsupported() => {
+            let all =
+                catml_onnx::unsupported_nodes(&model, shapes, path.parent()).unwrap_or_default();
+            if all.len() <= 1 {
+                return Err(fail(e));
+            }
+            let list: Vec<String> = all.iter().map(|e| e.to_string()).collect();
+            Err(format!(
+                "{}: {} unsupported nodes: {}",
+                path.display(),
+                all.len(),
+                list.join("; ")
+            ))
+        }
+        Err(e) => Err(fail(e)),
+    }
+}
+
+/// A module file: an ONNX model (`.onnx`) with the `--shape` dimensions, else through the
+/// library's one loader (the extension picks the format).
 pub fn read_module(path: &Path) -> Result<Program, String> {
+    if is_onnx(path) {
+        return read_onnx(path, &given_shapes()).map(|m| m.program);
+    }
     catml::train::read_module(path).map_err(|e| e.to_string())
 }
 

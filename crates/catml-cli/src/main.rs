@@ -1,4 +1,5 @@
-//! `catml`: check, print, shape, params, cost, eval, grad and jvp of LensIR modules.
+//! `catml`: check, print, shape, params, cost, eval, grad and jvp of LensIR modules and ONNX
+//! models.
 //!
 //! Every command writes JSON (or a listing) to stdout on success; on any error it prints one
 //! line to stderr, writes nothing to stdout and exits 1.
@@ -26,6 +27,9 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Shape of an ONNX graph input with symbolic dimensions, as NAME=1x3x224x224 (repeatable)
+    #[arg(long = "shape", global = true, value_name = "NAME=DIMS")]
+    shapes: Vec<String>,
 }
 
 /// Parameters from a safetensors file, for the commands that take inputs.
@@ -42,7 +46,7 @@ pub struct ParamArgs {
 
 /// The module argument's help, shared by every command.
 const MODULE_HELP: &str =
-    "The module: LensIR JSON (.json) or a CatML listing (.catml, or any file starting `program(`)";
+    "The module: LensIR JSON (.json), a CatML listing (.catml, or any file starting `program(`), or an ONNX model (.onnx)";
 
 #[derive(Subcommand)]
 enum Command {
@@ -97,6 +101,9 @@ enum Command {
         /// One number per line instead of one tensor per line
         #[arg(long)]
         pretty: bool,
+        /// Let NaN and infinities flow through the evaluation instead of stopping at them
+        #[arg(long)]
+        allow_non_finite: bool,
     },
     /// Outputs and the gradient of every input (reverse mode)
     Grad {
@@ -113,6 +120,9 @@ enum Command {
         /// One number per line instead of one tensor per line
         #[arg(long)]
         pretty: bool,
+        /// Let NaN and infinities flow through the evaluation instead of stopping at them
+        #[arg(long)]
+        allow_non_finite: bool,
     },
     /// Graphviz DOT of a module (with --grad, its reverse-mode program beside it)
     Dot {
@@ -137,6 +147,9 @@ enum Command {
         /// One number per line instead of one tensor per line
         #[arg(long)]
         pretty: bool,
+        /// Let NaN and infinities flow through the evaluation instead of stopping at them
+        #[arg(long)]
+        allow_non_finite: bool,
     },
     /// Train a diagram of modules described by a TOML spec; prints the last epoch's metrics
     Train {
@@ -190,6 +203,9 @@ fn main() -> ExitCode {
             return fail_with_hints(&line, &hints);
         }
     };
+    if let Err(e) = io::set_onnx_shapes(&cli.shapes) {
+        return fail(&e);
+    }
     match commands::run(cli.command) {
         Ok(out) => write_stdout(&out),
         Err(e) => fail(&e),

@@ -394,7 +394,7 @@ fn usage_errors_fail_in_one_line_with_clap_hints() {
         fails_with_hints(&[&"frobnicate"]),
         (
             "unrecognized subcommand 'frobnicate'".to_string(),
-            vec!["usage: catml <COMMAND>".to_string()]
+            vec!["usage: catml [OPTIONS] <COMMAND>".to_string()]
         )
     );
     // clap's "did you mean" survives, as the first hint.
@@ -404,7 +404,7 @@ fn usage_errors_fail_in_one_line_with_clap_hints() {
             "unrecognized subcommand 'chek'".to_string(),
             vec![
                 "tip: a similar subcommand exists: 'check'".to_string(),
-                "usage: catml <COMMAND>".to_string()
+                "usage: catml [OPTIONS] <COMMAND>".to_string()
             ]
         )
     );

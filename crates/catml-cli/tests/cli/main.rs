@@ -7,6 +7,7 @@ mod dot;
 mod mpi_runs;
 #[cfg(feature = "mpi")]
 mod mpi_specs;
+mod onnx_cli;
 mod ops_cli;
 mod output_cli;
 mod params_cli;

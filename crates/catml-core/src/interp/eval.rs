@@ -104,10 +104,27 @@ fn check_sizes(p: &Program) -> Result<(), EvalError> {
     Ok(())
 }
 
+/// How an evaluation treats what it computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvalOptions {
+    /// Reject any node that produces a NaN or an infinity (the default). Off, non-finite values
+    /// flow on as IEEE arithmetic makes them (formats such as ONNX rely on that).
+    pub check_non_finite: bool,
+}
+
+impl Default for EvalOptions {
+    fn default() -> EvalOptions {
+        EvalOptions {
+            check_non_finite: true,
+        }
+    }
+}
+
 fn run(
     p: &Program,
     inputs: &[Tensor],
     mut report: Option<&mut EvalReport>,
+    options: EvalOptions,
 ) -> Result<Vec<Tensor>, EvalError> {
     check_inputs(p, inputs)?;
     check_sizes(p)?;
@@ -168,7 +185,7 @@ fn run(
         // are not checked until a node reads them, so copies of those are.
         let copies_checked =
             node.prim.copies_operand_values() && node.operands.iter().all(|o| o.index() >= n_in);
-        let bad = if copies_checked {
+        let bad = if copies_checked || !options.check_non_finite {
             0
         } else {
             out.count_non_finite()
@@ -203,7 +220,16 @@ fn run(
 
 /// Evaluates a program on inputs given in declaration order; one tensor per output occurrence.
 pub fn eval(p: &Program, inputs: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {
-    run(p, inputs, None)
+    run(p, inputs, None, EvalOptions::default())
+}
+
+/// `eval` with explicit options.
+pub fn eval_with_options(
+    p: &Program,
+    inputs: &[Tensor],
+    options: EvalOptions,
+) -> Result<Vec<Tensor>, EvalError> {
+    run(p, inputs, None, options)
 }
 
 /// Evaluates and reports where labelled conventions decided a derivative.
@@ -212,7 +238,18 @@ pub fn eval_with_report(
     inputs: &[Tensor],
 ) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
     let mut report = EvalReport::default();
-    let out = run(p, inputs, Some(&mut report))?;
+    let out = run(p, inputs, Some(&mut report), EvalOptions::default())?;
+    Ok((out, report))
+}
+
+/// `eval_with_report` with explicit options.
+pub fn eval_with_report_options(
+    p: &Program,
+    inputs: &[Tensor],
+    options: EvalOptions,
+) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
+    let mut report = EvalReport::default();
+    let out = run(p, inputs, Some(&mut report), options)?;
     Ok((out, report))
 }
 

@@ -14,8 +14,9 @@ mod shape;
 
 pub use cost::{cost, Cost};
 pub use eval::{
-    eval, eval_named, eval_with_report, order_inputs as order_inputs_named, ConventionHit,
-    EvalError, EvalReport, MAX_VALUE_BYTES,
+    eval, eval_named, eval_with_options, eval_with_report, eval_with_report_options,
+    order_inputs as order_inputs_named, ConventionHit, EvalError, EvalOptions, EvalReport,
+    MAX_VALUE_BYTES,
 };
 pub use params::{params, ParamCount, ParamInfo};
 pub use rational::{eval_rational, RationalError};

@@ -1,0 +1,169 @@
+//! Values known at import time (constants, initializer values, shape arithmetic): any ONNX
+//! element type the reader decodes, any shape (zero-sized included), folded without a program.
+
+use catml_core::tensor::{DType, Tensor};
+
+/// ONNX `TensorProto.DataType` codes the importer knows by name.
+pub mod elem {
+    pub const FLOAT: i32 = 1;
+    pub const UINT8: i32 = 2;
+    pub const INT8: i32 = 3;
+    pub const UINT16: i32 = 4;
+    pub const INT16: i32 = 5;
+    pub const INT32: i32 = 6;
+    pub const INT64: i32 = 7;
+    pub const STRING: i32 = 8;
+    pub const BOOL: i32 = 9;
+    pub const FLOAT16: i32 = 10;
+    pub const DOUBLE: i32 = 11;
+    pub const UINT32: i32 = 12;
+    pub const UINT64: i32 = 13;
+    pub const BFLOAT16: i32 = 16;
+
+    /// The ONNX name of an element type code.
+    pub fn name(code: i32) -> String {
+        let known = match code {
+            FLOAT => "float",
+            UINT8 => "uint8",
+            INT8 => "int8",
+            UINT16 => "uint16",
+            INT16 => "int16",
+            INT32 => "int32",
+            INT64 => "int64",
+            STRING => "string",
+            BOOL => "bool",
+            FLOAT16 => "float16",
+            DOUBLE => "double",
+            UINT32 => "uint32",
+            UINT64 => "uint64",
+            14 => "complex64",
+            15 => "complex128",
+            BFLOAT16 => "bfloat16",
+            _ => return format!("element type {code}"),
+        };
+        known.to_string()
+    }
+
+    /// Whether values of this type are integers (bool included) held as i64 at import time.
+    pub fn is_integer(code: i32) -> bool {
+        matches!(
+            code,
+            UINT8 | INT8 | UINT16 | INT16 | INT32 | INT64 | BOOL | UINT32 | UINT64
+        )
+    }
+}
+
+/// The CatML dtype of an ONNX element type, if the tensor layer has it.
+pub fn dtype_of(code: i32) -> Option<DType> {
+    match code {
+        elem::FLOAT => Some(DType::F32),
+        elem::DOUBLE => Some(DType::F64),
+        elem::INT64 => Some(DType::I64),
+        _ => None,
+    }
+}
+
+/// The ONNX element type code of a CatML dtype.
+pub fn code_of(dtype: DType) -> i32 {
+    match dtype {
+        DType::F32 => elem::FLOAT,
+        DType::F64 => elem::DOUBLE,
+        DType::I64 => elem::INT64,
+    }
+}
+
+/// The elements of a known value: floats widened to f64, integers (and bools) as i64.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Data {
+    F(Vec<f64>),
+    I(Vec<i64>),
+}
+
+/// A value known at import time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Const {
+    /// The ONNX element type code.
+    pub elem: i32,
+    pub dims: Vec<usize>,
+    pub data: Data,
+}
+
+impl Const {
+    pub fn ints(elem: i32, dims: Vec<usize>, data: Vec<i64>) -> Const {
+        Const {
+            elem,
+            dims,
+            data: Data::I(data),
+        }
+    }
+
+    pub fn floats(elem: i32, dims: Vec<usize>, data: Vec<f64>) -> Const {
+        Const {
+            elem,
+            dims,
+            data: Data::F(data),
+        }
+    }
+
+    pub fn numel(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    pub fn is_float(&self) -> bool {
+        matches!(self.data, Data::F(_))
+    }
+
+    /// The elements as i64 (floats truncated toward zero).
+    pub fn as_i64s(&self) -> Vec<i64> {
+        match &self.data {
+            Data::I(v) => v.clone(),
+            Data::F(v) => v.iter().map(|&x| x as i64).collect(),
+        }
+    }
+
+    /// The elements as f64.
+    pub fn as_f64s(&self) -> Vec<f64> {
+        match &self.data {
+            Data::I(v) => v.iter().map(|&x| x as f64).collect(),
+            Data::F(v) => v.clone(),
+        }
+    }
+
+    /// The CatML tensor of this value, or why the tensor layer cannot hold it.
+    pub fn to_tensor(&self) -> Result<Tensor, String> {
+        let dtype = dtype_of(self.elem).ok_or_else(|| {
+            format!(
+                "dtype {} is not held by the CatML tensor layer",
+                elem::name(self.elem)
+            )
+        })?;
+        if self.dims.contains(&0) {
+            return Err(format!(
+                "a tensor of shape {:?} has no elements, which CatML tensors cannot hold",
+                self.dims
+            ));
+        }
+        let t = match (&self.data, dtype) {
+            (Data::F(v), DType::F32) => {
+                Tensor::f32(self.dims.clone(), v.iter().map(|&x| x as f32).collect())
+            }
+            (Data::F(v), DType::F64) => Tensor::f64(self.dims.clone(), v.clone()),
+            (Data::I(v), DType::I64) => Tensor::i64(self.dims.clone(), v.clone()),
+            _ => return Err("element data does not match its dtype".to_string()),
+        };
+        t.map_err(|e| e.to_string())
+    }
+
+    /// The known value of a CatML tensor.
+    pub fn from_tensor(t: &Tensor) -> Const {
+        let dims = t.dims().to_vec();
+        match t.dtype() {
+            DType::I64 => Const::ints(
+                elem::INT64,
+                dims,
+                t.as_i64().map(|a| a.data().to_vec()).unwrap_or_default(),
+            ),
+            d => Const::floats(code_of(d), dims, t.to_f64_vec()),
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Elementwise operators: numpy broadcasting made explicit with `broadcast`, activations as
+//! compositions of core primitives where CatML has no primitive of their own.
+
+use catml_core::ir::Var;
+use catml_core::prim::Ops;
+use serde_json::json;
+
+use crate::ctx::{broadcast_dims, Ctx, Value, R};
+
+/// Both operands of a binary operator, broadcast to their common shape.
+pub fn operands2(c: &mut Ctx, i: usize, j: usize) -> R<(Var, Var)> {
+    let (a, b) = (c.fvar(i)?, c.fvar(j)?);
+    let (ta, tb) = (c.ty(a), c.ty(b));
+    if ta.dtype != tb.dtype {
+        return Err(c.err(format!(
+            "operands have dtypes {} and {}",
+            ta.dtype, tb.dtype
+        )));
+    }
+    let dims = broadcast_dims(ta.dims(), tb.dims())
+        .ok_or_else(|| c.err(format!("shapes {ta} and {tb} do not broadcast")))?;
+    Ok((c.expand_to(a, &dims)?, c.expand_to(b, &dims)?))
+}
+
+pub fn add(c: &mut Ctx) -> R<Vec<Value>> {
+    let (a, b) = operands2(c, 0, 1)?;
+    Ok(vec![Value::Var(t!(c, c.b.add(a, b))?)])
+}
+
+pub fn sub(c: &mut Ctx) -> R<Vec<Value>> {
+    let (a, b) = operands2(c, 0, 1)?;
+    Ok(vec![Value::Var(t!(c, c.b.sub(a, b))?)])
+}
+
+pub fn mul(c: &mut Ctx) -> R<Vec<Value>> {
+    let (a, b) = operands2(c, 0, 1)?;
+    Ok(vec![Value::Var(t!(c, c.b.mul(a, b))?)])
+}
+
+/// a / b: the `div` primitive where CatML has it, else a · reciprocal(b).
+pub fn div_vars(c: &mut Ctx, a: Var, b: Var) -> R<Var> {
+    if catml_core::prim::builtins().contains("div") {
+        return c.prim("div", json!({}), &[a, b]);
+    }
+    let r = t!(c, c.b.reciprocal(b))?;
+    t!(c, c.b.mul(a, r))
+}
+
+pub fn div(c: &mut Ctx) -> R<Vec<Value>> {
+    let (a, b) = operands2(c, 0, 1)?;
+    Ok(vec![Value::Var(div_vars(c, a, b)?)])
+}
+
+/// max(a, b) = a + relu(b - a) (the `maximum` primitive where CatML has it).
+fn max2(c: &mut Ctx, a: Var, b: Var) -> R<Var> {
+    if catml_core::prim::builtins().contains("maximum") {
+        return c.prim("maximum", json!({}), &[a, b]);
+    }
+    let d = t!(c, c.b.sub(b, a))?;
+    let r = t!(c, c.b.relu(d))?;
+    t!(c, c.b.add(a, r))
+}
+
+/// min(a, b) = a - relu(a - b).
+fn min2(c: &mut Ctx, a: Var, b: Var) -> R<Var> {
+    if catml_core::prim::builtins().contains("minimum") {
+        return c.prim("minimum", json!({}), &[a, b]);
+    }
+    let d = t!(c, c.b.sub(a, b))?;
+    let r = t!(c, c.b.relu(d))?;
+    t!(c, c.b.sub(a, r))
+}
+
+/// Variadic Max, Min, Sum, Mean with multidirectional broadcasting.
+pub fn variadic(c: &mut Ctx) -> R<Vec<Value>> {
+    let n = c.n_inputs();
+    if n == 0 {
+        return Err(c.err("needs at least one input"));
+    }
+    let mut dims = c.dims(0)?;
+    for i in 1..n {
+        let d = c.dims(i)?;
+        dims = broadcast_dims(&dims, &d).ok_or_else(|| c.err("inputs do not broadcast"))?;
+    }
+    let v0 = c.fvar(0)?;
+    let mut acc = c.expand_to(v0, &dims)?;
+    for i in 1..n {
+        let v = c.fvar(i)?;
+        let v = c.expand_to(v, &dims)?;
+        acc = match c.node.op_type.as_str() {
+            "Max" => max2(c, acc, v)?,
+            "Min" => min2(c, acc, v)?,
+            _ => t!(c, c.b.add(acc, v))?,
+        };
+    }
+    if c.node.op_type == "Mean" && n > 1 {
+        acc = t!(c, c.b.div_count(acc, n))?;
+    }
+    Ok(vec![Value::Var(acc)])
+}
+
+/// x^y: repeated products for a known small integer exponent, else the `pow` primitive.
+pub fn pow(c: &mut Ctx) -> R<Vec<Value>> {
+    if let Some(k) = c.known(1) {
+        let vals = k.as_f64s();
+        if !vals.is_empty()
+            && vals.iter().all(|&v| v == vals[0])
+            && vals[0].fract() == 0.0
+            && vals[0].abs() <= 8.0
+        {
+            let x = c.fvar(0)?;
+            let mut dims = c.ty(x).dims().to_vec();
+            dims =
+                broadcast_dims(&dims, &k.dims).ok_or_else(|| c.err("shapes do not broadcast"))?;
+            let x = c.expand_to(x, &dims)?;
+            let n = vals[0] as i64;
+            let mut y = c.full(1.0, c.ty(x).dtype, &dims)?;
+            for _ in 0..n.abs() {
+                y = t!(c, c.b.mul(y, x))?;
+            }
+            if n < 0 {
+                y = t!(c, c.b.reciprocal(y))?;
+            }
+            return Ok(vec![Value::Var(y)]);
+        }
+    }
+    let (a, b) = operands2(c, 0, 1)?;
+    Ok(vec![Value::Var(c.prim("pow", json!({}), &[a, b])?)])
+}
+
+/// PRelu: relu(x) - slope · relu(-x), slope broadcast to x.
+pub fn prelu(c: &mut Ctx) -> R<Vec<Value>> {
+    let (x, s) = operands2(c, 0, 1)?;
+    let p = t!(c, c.b.relu(x))?;
+    let nx = t!(c, c.b.neg(x))?;
+    let n = t!(c, c.b.relu(nx))?;
+    let sn = t!(c, c.b.mul(s, n))?;
+    Ok(vec![Value::Var(t!(c, c.b.sub(p, sn))?)])
+}
+
+/// Unary operators; `name` is the ONNX op type.
+pub fn unary(c: &mut Ctx) -> R<Vec<Value>> {
+    let x = c.fvar(0)?;
+    let op = c.node.op_type.clone();
+    let y = unary_var(c, &op, x)?;
+    Ok(vec![Value::Var(y)])
+}
+
+/// relu(-x), the negative part.
+fn neg_part(c: &mut Ctx, x: Var) -> R<Var> {
+    let nx = t!(c, c.b.neg(x))?;
+    t!(c, c.b.relu(nx))
+}
+
+/// alpha (exp(min(x, 0) / s) - 1): the negative branch of ELU-like activations.
+fn exp_branch(c: &mut Ctx, x: Var, alpha: f64, s: f64) -> R<Var> {
+    let n = neg_part(c, x)?;
+    let m = t!(c, c.b.scale(n, -1.0 / s))?;
+    let ex = t!(c, c.b.exp(m))?;
+    let one = c.b.full_like(1.0, ex).map_err(|er| c.err(er.to_string()))?;
+    let d = t!(c, c.b.sub(ex, one))?;
+    t!(c, c.b.scale(d, alpha))
+}
+
+/// clip(x, lo, hi) = lo + relu(x - lo) - relu(x - hi) (either bound optional).
+pub fn clip_var(c: &mut Ctx, x: Var, lo: Option<f64>, hi: Option<f64>) -> R<Var> {
+    let mut y = x;
+    if let Some(hi) = hi {
+        let h = c.b.full_like(hi, x).map_err(|er| c.err(er.to_string()))?;
+        let d = t!(c, c.b.sub(y, h))?;
+        let r = t!(c, c.b.relu(d))?;
+        y = t!(c, c.b.sub(y, r))?;
+    }
+    if let Some(lo) = lo {
+        let l = c.b.full_like(lo, x).map_err(|er| c.err(er.to_string()))?;
+        let d = t!(c, c.b.sub(y, l))?;
+        let r = t!(c, c.b.relu(d))?;
+        y = t!(c, c.b.add(l, r))?;
+    }
+    Ok(y)
+}
+
+fn hard_sigmoid(c: &mut Ctx, x: Var, alpha: f64, beta: f64) -> R<Var> {
+    let ax = t!(c, c.b.scale(x, alpha))?;
+    let bb = c.b.full_like(beta, x).map_err(|er| c.err(er.to_string()))?;
+    let y = t!(c, c.b.add(ax, bb))?;
+    clip_var(c, y, Some(0.0), Some(1.0))
+}
+
+fn softplus(c: &mut Ctx, x: Var) -> R<Var> {
+    if catml_core::prim::builtins().contains("softplus") {
+        return c.prim("softplus", json!({}), &[x]);
+    }
+    // log(1 + exp(x)) = relu(x) + log(1 + exp(-|x|)), finite for every x.
+    let p = t!(c, c.b.relu(x))?;
+    let n = neg_part(c, x)?;
+    let a = t!(c, c.b.add(p, n))?;
+    let na = t!(c, c.b.neg(a))?;
+    let ex = t!(c, c.b.exp(na))?;
+    let one = c.b.full_like(1.0, ex).map_err(|er| c.err(er.to_string()))?;
+    let s = t!(c, c.b.add(one, ex))?;
+    let l = t!(c, c.b.log(s))?;
+    t!(c, c.b.add(p, l))
+}
+
+fn abs(c: &mut Ctx, x: Var) -> R<Var> {
+    if catml_core::prim::builtins().contains("abs") {
+        return c.prim("abs", json!({}), &[x]);
+    }
+    let p = t!(c, c.b.relu(x))?;
+    let n = neg_part(c, x)?;
+    t!(c, c.b.add(p, n))
+}
+
+pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
+    let f = |c: &Ctx, name: &str, d: f32| c.float(name, d).map(|v| v as f64);
+    Ok(match op {
+        "Relu" => t!(c, c.b.relu(x))?,
+        "Sigmoid" => t!(c, c.b.sigmoid(x))?,
+        "Tanh" => t!(c, c.b.tanh(x))?,
+        "Exp" => t!(c, c.b.exp(x))?,
+        "Log" => t!(c, c.b.log(x))?,
+        "Neg" => t!(c, c.b.neg(x))?,
+        "Reciprocal" => t!(c, c.b.reciprocal(x))?,
+        "Abs" => abs(c, x)?,
+        "Sqrt" => c.prim("sqrt", json!({}), &[x])?,
+        "Sin" => c.prim("sin", json!({}), &[x])?,
+        "Cos" => c.prim("cos", json!({}), &[x])?,
+        "Erf" => c.prim("erf", json!({}), &[x])?,
+        "Floor" => c.prim("floor", json!({}), &[x])?,
+        "Ceil" => c.prim("ceil", json!({}), &[x])?,
+        "Round" => c.prim("round", json!({}), &[x])?,
+        "Sign" => c.prim("sign", json!({}), &[x])?,
+        "Softplus" => softplus(c, x)?,
+        "LeakyRelu" => {
+            let alpha = f(c, "alpha", 0.01)?;
+            let p = t!(c, c.b.relu(x))?;
+            let n = neg_part(c, x)?;
+            let an = t!(c, c.b.scale(n, alpha))?;
+            t!(c, c.b.sub(p, an))?
+        }
+        "Elu" | "Selu" | "Celu" => {
+            let (alpha, gamma, s) = match op {
+                "Elu" => (f(c, "alpha", 1.0)?, 1.0, 1.0),
+                "Selu" => (f(c, "alpha", 1.673_263_2)?, f(c, "gamma", 1.050_701)?, 1.0),
+                _ => {
+                    let a = f(c, "alpha", 1.0)?;
+                    (a, 1.0, a)
+                }
+            };
+            let p = t!(c, c.b.relu(x))?;
+            let n = exp_branch(c, x, alpha, s)?;
+            let y = t!(c, c.b.add(p, n))?;
+            if gamma != 1.0 {
+                t!(c, c.b.scale(y, gamma))?
+            } else {
+                y
+            }
+        }
+        "Softsign" => {
+            let a = abs(c, x)?;
+            let one = c.b.full_like(1.0, a).map_err(|er| c.err(er.to_string()))?;
+            let d = t!(c, c.b.add(one, a))?;
+            let r = t!(c, c.b.reciprocal(d))?;
+            t!(c, c.b.mul(x, r))?
+        }
+        "HardSigmoid" => {
+            let (a, b) = (f(c, "alpha", 0.2)?, f(c, "beta", 0.5)?);
+            hard_sigmoid(c, x, a, b)?
+        }
+        "HardSwish" => {
+            let h = hard_sigmoid(c, x, 1.0 / 6.0, 0.5)?;
+            t!(c, c.b.mul(x, h))?
+        }
+        "ThresholdedRelu" => {
+            let alpha = f(c, "alpha", 1.0)?;
+            let t =
+                c.b.full_like(alpha, x)
+                    .map_err(|er| c.err(er.to_string()))?;
+            let d = t!(c, c.b.sub(x, t))?;
+            let s = t!(c, c.b.step(d))?;
+            t!(c, c.b.mul(x, s))?
+        }
+        "Swish" => {
+            let alpha = f(c, "alpha", 1.0)?;
+            let ax = t!(c, c.b.scale(x, alpha))?;
+            let s = t!(c, c.b.sigmoid(ax))?;
+            t!(c, c.b.mul(x, s))?
+        }
+        "Mish" => {
+            let sp = softplus(c, x)?;
+            let t = t!(c, c.b.tanh(sp))?;
+            t!(c, c.b.mul(x, t))?
+        }
+        "Shrink" => {
+            let (bias, l) = (f(c, "bias", 0.0)?, f(c, "lambd", 0.5)?);
+            // (x - bias) step(x - lambd) + (x + bias) step(-x - lambd)
+            let lv = c.b.full_like(l, x).map_err(|er| c.err(er.to_string()))?;
+            let bv = c.b.full_like(bias, x).map_err(|er| c.err(er.to_string()))?;
+            let d1 = t!(c, c.b.sub(x, lv))?;
+            let s1 = t!(c, c.b.step(d1))?;
+            let nx = t!(c, c.b.neg(x))?;
+            let d2 = t!(c, c.b.sub(nx, lv))?;
+            let s2 = t!(c, c.b.step(d2))?;
+            let xm = t!(c, c.b.sub(x, bv))?;
+            let xp = t!(c, c.b.add(x, bv))?;
+            let t1 = t!(c, c.b.mul(xm, s1))?;
+            let t2 = t!(c, c.b.mul(xp, s2))?;
+            t!(c, c.b.add(t1, t2))?
+        }
+        "Gelu" => {
+            let approx = c.string("approximate", "none")?;
+            if catml_core::prim::builtins().contains("gelu") {
+                c.prim("gelu", json!({"approximate": approx}), &[x])?
+            } else if approx == "tanh" {
+                // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+                let x2 = t!(c, c.b.mul(x, x))?;
+                let x3 = t!(c, c.b.mul(x2, x))?;
+                let k = t!(c, c.b.scale(x3, 0.044715))?;
+                let s = t!(c, c.b.add(x, k))?;
+                let s = t!(c, c.b.scale(s, (2.0 / std::f64::consts::PI).sqrt()))?;
+                let t = t!(c, c.b.tanh(s))?;
+                let one = c.b.full_like(1.0, t).map_err(|er| c.err(er.to_string()))?;
+                let u = t!(c, c.b.add(one, t))?;
+                let h = t!(c, c.b.scale(x, 0.5))?;
+                t!(c, c.b.mul(h, u))?
+            } else {
+                return Err(
+                    c.unsupported("approximate=\"none\" needs the `erf` or `gelu` primitive")
+                );
+            }
+        }
+        other => return Err(c.unsupported(format!("unary operator {other}"))),
+    })
+}
+
+/// Clip: bounds as attributes (opset < 11) or known inputs.
+pub fn clip(c: &mut Ctx) -> R<Vec<Value>> {
+    let x = c.fvar(0)?;
+    let (lo, hi) = if c.opset < 11 {
+        (
+            Some(c.float("min", f32::MIN)? as f64),
+            Some(c.float("max", f32::MAX)? as f64),
+        )
+    } else {
+        let lo = if c.has(1) {
+            Some(c.need_known(1, "min")?.as_f64s()[0])
+        } else {
+            None
+        };
+        let hi = if c.has(2) {
+            Some(c.need_known(2, "max")?.as_f64s()[0])
+        } else {
+            None
+        };
+        (lo, hi)
+    };
+    let lo = lo.filter(|v| *v > f32::MIN as f64);
+    let hi = hi.filter(|v| *v < f32::MAX as f64);
+    Ok(vec![Value::Var(clip_var(c, x, lo, hi)?)])
+}
+
+/// Identity, and Dropout at inference (the output is the input).
+pub fn identity(c: &mut Ctx) -> R<Vec<Value>> {
+    if c.node.op_type == "Dropout" {
+        if c.node.output.len() > 1 && !c.node.output[1].is_empty() {
+            return Err(c.unsupported("the mask output (bool)"));
+        }
+        if c.has(2) {
+            let t = c.need_known(2, "training_mode")?;
+            if t.as_i64s().first().copied().unwrap_or(0) != 0 {
+                return Err(c.unsupported("training_mode = true"));
+            }
+        }
+    }
+    Ok(vec![c.value(0)?.clone()])
+}

@@ -1,0 +1,142 @@
+//! The operator table: each default-domain ONNX operator the importer maps, with the oldest
+//! opset whose semantics its mapping implements.
+
+mod elementwise;
+mod nn;
+mod reduce;
+mod shape;
+
+use crate::ctx::{Ctx, Value, R};
+use crate::proto::NodeProto;
+use crate::OnnxError;
+
+/// An operator mapping: emits the node's outputs.
+pub type OpFn = fn(&mut Ctx) -> R<Vec<Value>>;
+
+/// (ONNX op type, mapping). Every opset from the importer's minimum is covered unless the
+/// mapping itself reports a version it does not implement.
+const TABLE: &[(&str, OpFn)] = &[
+    ("Add", elementwise::add),
+    ("Sub", elementwise::sub),
+    ("Mul", elementwise::mul),
+    ("Div", elementwise::div),
+    ("Pow", elementwise::pow),
+    ("Max", elementwise::variadic),
+    ("Min", elementwise::variadic),
+    ("Sum", elementwise::variadic),
+    ("Mean", elementwise::variadic),
+    ("PRelu", elementwise::prelu),
+    ("Clip", elementwise::clip),
+    ("Identity", elementwise::identity),
+    ("Dropout", elementwise::identity),
+    ("Relu", elementwise::unary),
+    ("Sigmoid", elementwise::unary),
+    ("Tanh", elementwise::unary),
+    ("Exp", elementwise::unary),
+    ("Log", elementwise::unary),
+    ("Neg", elementwise::unary),
+    ("Reciprocal", elementwise::unary),
+    ("Abs", elementwise::unary),
+    ("Sqrt", elementwise::unary),
+    ("Sin", elementwise::unary),
+    ("Cos", elementwise::unary),
+    ("Erf", elementwise::unary),
+    ("Floor", elementwise::unary),
+    ("Ceil", elementwise::unary),
+    ("Round", elementwise::unary),
+    ("Sign", elementwise::unary),
+    ("Softplus", elementwise::unary),
+    ("LeakyRelu", elementwise::unary),
+    ("Elu", elementwise::unary),
+    ("Selu", elementwise::unary),
+    ("Celu", elementwise::unary),
+    ("Softsign", elementwise::unary),
+    ("HardSigmoid", elementwise::unary),
+    ("HardSwish", elementwise::unary),
+    ("ThresholdedRelu", elementwise::unary),
+    ("Swish", elementwise::unary),
+    ("Mish", elementwise::unary),
+    ("Shrink", elementwise::unary),
+    ("Gelu", elementwise::unary),
+    ("Reshape", shape::reshape),
+    ("Flatten", shape::flatten),
+    ("Squeeze", shape::squeeze),
+    ("Unsqueeze", shape::unsqueeze),
+    ("Transpose", shape::transpose),
+    ("Concat", shape::concat),
+    ("Slice", shape::slice),
+    ("Split", shape::split),
+    ("Gather", shape::gather),
+    ("Expand", shape::expand),
+    ("Tile", shape::tile),
+    ("Shape", shape::shape),
+    ("Size", shape::size),
+    ("Constant", shape::constant),
+    ("ConstantOfShape", shape::constant_of_shape),
+    ("Range", shape::range),
+    ("Cast", shape::cast),
+    ("CastLike", shape::cast),
+    ("Pad", shape::pad),
+    ("DepthToSpace", shape::depth_space),
+    ("SpaceToDepth", shape::depth_space),
+    ("Trilu", shape::trilu),
+    ("ReduceSum", reduce::reduce),
+    ("ReduceMean", reduce::reduce),
+    ("ReduceMax", reduce::reduce),
+    ("ReduceMin", reduce::reduce),
+    ("ReduceSumSquare", reduce::reduce),
+    ("ReduceL1", reduce::reduce),
+    ("ReduceL2", reduce::reduce),
+    ("ReduceLogSum", reduce::reduce),
+    ("ReduceLogSumExp", reduce::reduce),
+    ("Softmax", reduce::softmax),
+    ("LogSoftmax", reduce::softmax),
+    ("MatMul", nn::matmul),
+    ("Gemm", nn::gemm),
+    ("Conv", nn::conv),
+    ("MaxPool", nn::pool),
+    ("AveragePool", nn::pool),
+    ("GlobalAveragePool", nn::global_pool),
+    ("GlobalMaxPool", nn::global_pool),
+    ("BatchNormalization", nn::batch_norm),
+    ("LayerNormalization", nn::layer_norm),
+    ("InstanceNormalization", nn::instance_norm),
+    ("GroupNormalization", nn::group_norm),
+    ("RMSNormalization", nn::rms_norm),
+];
+
+/// Operators whose outputs are random: never folded.
+pub fn is_random(op: &str) -> bool {
+    op.starts_with("Random") || op == "Bernoulli"
+}
+
+/// The mapping of a node's operator, or an unsupported-operator error naming the node.
+pub fn lookup(index: usize, node: &NodeProto, opset: i64) -> Result<OpFn, OnnxError> {
+    let unsupported = |what: String| OnnxError::Unsupported {
+        index,
+        name: node.name.clone(),
+        op: node.op_type.clone(),
+        what,
+    };
+    if !(node.domain.is_empty() || node.domain == "ai.onnx") {
+        return Err(unsupported(format!("operator domain `{}`", node.domain)));
+    }
+    if node
+        .attribute
+        .iter()
+        .any(|a| a.g.is_some() || !a.graphs.is_empty())
+    {
+        return Err(unsupported("nested subgraphs (If, Loop, Scan)".to_string()));
+    }
+    let _ = opset;
+    TABLE
+        .iter()
+        .find(|(name, _)| *name == node.op_type)
+        .map(|(_, f)| *f)
+        .ok_or_else(|| unsupported("operator not implemented".to_string()))
+}
+
+/// The static part of `lookup` (for nodes `check` cannot import because an input is missing).
+pub fn check_known(index: usize, node: &NodeProto, opset: i64) -> Result<(), OnnxError> {
+    lookup(index, node, opset).map(|_| ())
+}

@@ -1,0 +1,162 @@
+//! Reductions (axes as attribute or input, keepdims, noop_with_empty_axes) and softmax family.
+
+use catml_core::ir::Var;
+use catml_core::prim::Ops;
+use serde_json::json;
+
+use super::shape::reshape_to;
+use crate::ctx::{Ctx, Value, R};
+
+/// The opset from which each Reduce operator takes `axes` as an input.
+fn axes_input_since(op: &str) -> i64 {
+    if op == "ReduceSum" {
+        13
+    } else {
+        18
+    }
+}
+
+/// Sum over `axes`, with the reduced axes kept as size 1 when `keep`.
+pub fn sum_keep(c: &mut Ctx, x: Var, axes: &[usize], keep: bool) -> R<Var> {
+    let dims = c.ty(x).dims().to_vec();
+    let s = t!(c, c.b.sum(x, Some(axes.to_vec())))?;
+    if keep {
+        let kd: Vec<usize> = dims
+            .iter()
+            .enumerate()
+            .map(|(k, &d)| if axes.contains(&k) { 1 } else { d })
+            .collect();
+        return reshape_to(c, s, kd);
+    }
+    Ok(s)
+}
+
+fn max_keep(c: &mut Ctx, x: Var, axes: &[usize], keep: bool) -> R<Var> {
+    let dims = c.ty(x).dims().to_vec();
+    let s = t!(c, c.b.reduce_max(x, Some(axes.to_vec())))?;
+    if keep {
+        let kd: Vec<usize> = dims
+            .iter()
+            .enumerate()
+            .map(|(k, &d)| if axes.contains(&k) { 1 } else { d })
+            .collect();
+        return reshape_to(c, s, kd);
+    }
+    Ok(s)
+}
+
+pub fn reduce(c: &mut Ctx) -> R<Vec<Value>> {
+    let op = c.node.op_type.clone();
+    let x = c.fvar(0)?;
+    let dims = c.ty(x).dims().to_vec();
+    let r = dims.len();
+    let keep = c.int("keepdims", 1)? != 0;
+    let axes = if c.opset >= axes_input_since(&op) {
+        if c.has(1) {
+            Some(c.need_known(1, "axes")?.as_i64s())
+        } else {
+            None
+        }
+    } else {
+        c.ints("axes")?
+    };
+    let axes: Vec<usize> = match axes {
+        Some(a) if !a.is_empty() => {
+            let mut v: Vec<usize> = a.iter().map(|&k| c.axis(k, r)).collect::<R<_>>()?;
+            v.sort();
+            v.dedup();
+            v
+        }
+        _ => {
+            if c.int("noop_with_empty_axes", 0)? != 0 {
+                return Ok(vec![Value::Var(x)]);
+            }
+            (0..r).collect()
+        }
+    };
+    if r == 0 {
+        return Ok(vec![Value::Var(x)]);
+    }
+    let n: usize = axes.iter().map(|&a| dims[a]).product();
+    let y = match op.as_str() {
+        "ReduceSum" => sum_keep(c, x, &axes, keep)?,
+        "ReduceMean" => {
+            let s = sum_keep(c, x, &axes, keep)?;
+            t!(c, c.b.div_count(s, n))?
+        }
+        "ReduceMax" => max_keep(c, x, &axes, keep)?,
+        "ReduceMin" => {
+            let nx = t!(c, c.b.neg(x))?;
+            let m = max_keep(c, nx, &axes, keep)?;
+            t!(c, c.b.neg(m))?
+        }
+        "ReduceSumSquare" => {
+            let sq = t!(c, c.b.mul(x, x))?;
+            sum_keep(c, sq, &axes, keep)?
+        }
+        "ReduceL1" => {
+            let a = super::elementwise::unary_var(c, "Abs", x)?;
+            sum_keep(c, a, &axes, keep)?
+        }
+        "ReduceL2" => {
+            let sq = t!(c, c.b.mul(x, x))?;
+            let s = sum_keep(c, sq, &axes, keep)?;
+            c.prim("sqrt", json!({}), &[s])?
+        }
+        "ReduceLogSum" => {
+            let s = sum_keep(c, x, &axes, keep)?;
+            t!(c, c.b.log(s))?
+        }
+        "ReduceLogSumExp" => {
+            // m + log(sum(exp(x - m))), m the max (held constant: the result does not depend on it).
+            let m = max_keep(c, x, &axes, true)?;
+            let m = t!(c, c.b.stop_gradient(m))?;
+            let mb = c.expand_to(m, &dims)?;
+            let d = t!(c, c.b.sub(x, mb))?;
+            let ex = t!(c, c.b.exp(d))?;
+            let s = sum_keep(c, ex, &axes, true)?;
+            let l = t!(c, c.b.log(s))?;
+            let y = t!(c, c.b.add(l, m))?;
+            if keep {
+                y
+            } else {
+                let kd: Vec<usize> = dims
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| !axes.contains(k))
+                    .map(|(_, &d)| d)
+                    .collect();
+                reshape_to(c, y, kd)?
+            }
+        }
+        other => return Err(c.unsupported(format!("reduction {other}"))),
+    };
+    Ok(vec![Value::Var(y)])
+}
+
+/// Softmax, LogSoftmax: before opset 13 over the flattened trailing axes from `axis` (default 1),
+/// since 13 over the one axis (default -1).
+pub fn softmax(c: &mut Ctx) -> R<Vec<Value>> {
+    let x = c.fvar(0)?;
+    let dims = c.ty(x).dims().to_vec();
+    let r = dims.len();
+    let log = c.node.op_type == "LogSoftmax";
+    let apply = |c: &mut Ctx, v: Var, axis: usize| -> R<Var> {
+        if log {
+            t!(c, c.b.log_softmax(v, axis))
+        } else {
+            t!(c, c.b.softmax(v, axis))
+        }
+    };
+    let y = if c.opset < 13 {
+        let axis = c.axis(c.int("axis", 1)?, r)?;
+        let flat = vec![dims[..axis].iter().product(), dims[axis..].iter().product()];
+        let v = reshape_to(c, x, flat)?;
+        let s = apply(c, v, 1)?;
+        reshape_to(c, s, dims)?
+    } else {
+        let axis = c.axis(c.int("axis", -1)?, r)?;
+        apply(c, x, axis)?
+    };
+    Ok(vec![Value::Var(y)])
+}

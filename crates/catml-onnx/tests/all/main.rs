@@ -1,0 +1,5 @@
+//! The catml-onnx integration tests, one binary.
+
+mod common;
+mod hostile;
+mod import;
