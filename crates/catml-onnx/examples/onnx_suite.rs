@@ -299,7 +299,7 @@ fn grad_check(dir: &Path) -> GradCheck {
         .collect();
     let mut jargs = args.clone();
     for (i, d) in dirs.iter().enumerate() {
-        if j.tangent_inputs[i].is_some() {
+        if j.layout.tangent_input(i).is_some() {
             jargs.push(
                 d.clone()
                     .unwrap_or_else(|| Tensor::zeros(&p.inputs()[i].ty)),
@@ -309,7 +309,7 @@ fn grad_check(dir: &Path) -> GradCheck {
     let Ok(jv) = catml_core::interp::eval(&j.program, &jargs) else {
         return GradCheck::Failed("jvp evaluation".into());
     };
-    let tangents = &jv[j.n_primal_outputs..];
+    let tangents = j.layout.tangents(&jv);
     let mut vargs = args.clone();
     vargs.extend(us.iter().cloned());
     let Ok(vv) = catml_core::interp::eval(&v.program, &vargs) else {
@@ -321,11 +321,10 @@ fn grad_check(dir: &Path) -> GradCheck {
         .filter(|(u, _)| u.dtype().is_float())
         .map(|(u, t)| u.dot(t))
         .sum();
-    let gv: f64 = v
-        .gradients
+    let gv: f64 = dirs
         .iter()
-        .zip(&dirs)
-        .filter_map(|(g, d)| Some(vv[(*g)?].dot(d.as_ref()?)))
+        .enumerate()
+        .filter_map(|(i, d)| Some(v.layout.gradient(&vv, i)?.dot(d.as_ref()?)))
         .sum();
     if (ut - gv).abs() > 1e-9 * (1.0 + ut.abs() + gv.abs()) {
         return GradCheck::Failed(format!("adjoint: <u, Jv> = {ut}, <J^T u, v> = {gv}"));

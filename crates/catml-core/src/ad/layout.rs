@@ -15,10 +15,10 @@
 //! the next free `.<k>` suffix.
 //!
 //! ```
-//! use catml::ad;
-//! use catml::ir::{Builder, InputKind};
-//! use catml::prim::Ops;
-//! use catml::tensor::{DType, Tensor, TensorType};
+//! use catml_core::ad;
+//! use catml_core::ir::{Builder, InputKind};
+//! use catml_core::prim::Ops;
+//! use catml_core::tensor::{DType, Tensor, TensorType};
 //!
 //! let t = TensorType::new(DType::F64, [2]);
 //! let mut b = Builder::new();
@@ -32,12 +32,12 @@
 //! assert_eq!(v.layout.seeds, vec![2]); // input 2 of the VJP program is `seed.0`
 //! assert_eq!(v.program.inputs()[2].name, "seed.0");
 //! let gw = v.layout.gradient_named("W").unwrap();
-//! assert_eq!(v.program.name(v.program.outputs()[gw.output]), "grad.W");
+//! assert_eq!(v.program.name(v.program.outputs()[gw.index]), "grad.W");
 //!
 //! let x_val = Tensor::f64([2], vec![3.0, 4.0]).unwrap();
 //! let w_val = Tensor::f64([2], vec![0.5, 2.0]).unwrap();
 //! let one = Tensor::f64([], vec![1.0]).unwrap();
-//! let out = catml::interp::eval(&v.program, &[x_val.clone(), w_val, one]).unwrap();
+//! let out = catml_core::interp::eval(&v.program, &[x_val.clone(), w_val, one]).unwrap();
 //! assert_eq!(v.layout.primal_outputs(&out)[0].item().unwrap(), 9.5);
 //! assert_eq!(v.layout.gradient_by_name(&out, "W").unwrap(), &x_val); // d(x·W)/dW = x
 //! ```

@@ -61,17 +61,17 @@ pub fn vjp(p: &Program) -> Result<Vjp, AdError> {
 /// differentiated, and there are no seed inputs.
 ///
 /// ```
-/// use catml::ad;
-/// use catml::ir::{Builder, InputKind};
-/// use catml::prim::Ops;
-/// use catml::tensor::{DType, Tensor, TensorType};
+/// use catml_core::ad;
+/// use catml_core::ir::{Builder, InputKind};
+/// use catml_core::prim::Ops;
+/// use catml_core::tensor::{DType, Tensor, TensorType};
 ///
 /// let mut b = Builder::new();
 /// let x = b.input("x", TensorType::new(DType::F64, [2]), InputKind::Data).unwrap();
 /// let sq = b.mul(x, x).unwrap();
 /// let l = b.sum(sq, None).unwrap();
 /// let g = ad::grad(&b.finish(&[l, sq]).unwrap()).unwrap();
-/// let out = catml::interp::eval(&g.program, &[Tensor::f64([2], vec![1.0, -3.0]).unwrap()]).unwrap();
+/// let out = catml_core::interp::eval(&g.program, &[Tensor::f64([2], vec![1.0, -3.0]).unwrap()]).unwrap();
 /// assert_eq!(g.layout.gradient(&out, 0).unwrap().to_f64_vec(), vec![2.0, -6.0]);
 /// assert_eq!(g.program.name(g.program.outputs()[2]), "grad.x");
 /// ```

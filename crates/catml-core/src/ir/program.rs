@@ -156,9 +156,9 @@ impl Program {
     /// value (k = 1, 2, ...) that name with `.k` appended.
     ///
     /// ```
-    /// use catml::ir::{Builder, InputKind};
-    /// use catml::prim::Ops;
-    /// use catml::tensor::{DType, TensorType};
+    /// use catml_core::ir::{Builder, InputKind};
+    /// use catml_core::prim::Ops;
+    /// use catml_core::tensor::{DType, TensorType};
     ///
     /// let mut b = Builder::new();
     /// let x = b.input("x", TensorType::new(DType::F64, [2]), InputKind::Data).unwrap();

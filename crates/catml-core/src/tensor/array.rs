@@ -192,7 +192,7 @@ impl Tensor {
     /// The value of a one-element tensor (any shape of element count 1), widened to f64.
     ///
     /// ```
-    /// use catml::tensor::{DType, Tensor};
+    /// use catml_core::tensor::{DType, Tensor};
     /// assert_eq!(Tensor::scalar(DType::F32, 0.5).item().unwrap(), 0.5);
     /// assert!(Tensor::f64([2], vec![1.0, 2.0]).unwrap().item().is_err());
     /// ```

@@ -100,7 +100,7 @@ fn type_prefix(t: &Tensor) -> String {
 /// `f64[2, 3] [[1.0, 2.0, 3.0],` then `[4.0, 5.0, 6.0]]` aligned under the first row.
 ///
 /// ```
-/// use catml::tensor::Tensor;
+/// use catml_core::tensor::Tensor;
 /// let t = Tensor::f64([2, 2], vec![1.0, 2.0, 3.0, 4.5]).unwrap();
 /// assert_eq!(t.to_string(), "f64[2, 2] [[1.0, 2.0],\n           [3.0, 4.5]]");
 /// let big = Tensor::f64([100, 100], (0..10_000).map(f64::from).collect()).unwrap();

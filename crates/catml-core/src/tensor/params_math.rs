@@ -21,7 +21,7 @@ impl Params {
     /// A store with `f(name, tensor)` for every entry.
     ///
     /// ```
-    /// use catml::tensor::{Params, Tensor};
+    /// use catml_core::tensor::{Params, Tensor};
     /// let mut p = Params::new();
     /// p.insert("w", Tensor::f64([2], vec![1.0, -2.0]).unwrap());
     /// let half = p.map(|_, t| t.map_f64(|x| x / 2.0));
@@ -53,7 +53,7 @@ impl Params {
     /// `self += a x`, entry by entry, in each entry's dtype. On a mismatch nothing changes.
     ///
     /// ```
-    /// use catml::tensor::{Params, Tensor};
+    /// use catml_core::tensor::{Params, Tensor};
     /// let mut w = Params::new();
     /// w.insert("w", Tensor::f64([2], vec![1.0, 1.0]).unwrap());
     /// let mut g = Params::new();

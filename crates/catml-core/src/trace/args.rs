@@ -44,8 +44,8 @@ args_fn!(6; 0 1 2 3 4 5);
 /// of inputs, it returns [`TraceError::Count`] naming both numbers.
 ///
 /// ```
-/// use catml::tensor::{Params, Tensor};
-/// use catml::trace::{args, value_and_grad, TraceError, Value};
+/// use catml_core::tensor::{Params, Tensor};
+/// use catml_core::trace::{args, value_and_grad, TraceError, Value};
 ///
 /// let mut f = value_and_grad(args(|x: &Value, y: &Value| ((x - y) * (x - y)).sum_all()))
 ///     .argnums(&[0]); // labels y are not differentiated

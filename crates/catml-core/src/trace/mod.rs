@@ -45,7 +45,7 @@
 //! them. `value_and_grad(f).argnums(&[0])` differentiates only the chosen data inputs.
 //!
 //! A new list of input types traces the function again: `trace_count` counts the traces, and
-//! each retrace logs one `debug` line (target `catml::trace`) through the `log` crate.
+//! each retrace logs one `debug` line (target `catml_core::trace`) through the `log` crate.
 //!
 //! # Separate arguments
 //!

@@ -136,7 +136,7 @@ macro_rules! staged_methods {
         }
 
         /// How many times the function has been traced (once per new list of input types;
-        /// each retrace also logs a `debug` line, target `catml::trace`).
+        /// each retrace also logs a `debug` line, target `catml_core::trace`).
         pub fn trace_count(&self) -> usize {
             self.staged.trace_count()
         }

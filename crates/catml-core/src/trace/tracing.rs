@@ -32,18 +32,17 @@ impl Traced {
     /// are ignored; a missing or mistyped parameter is an error naming it.
     ///
     /// ```
-    /// use catml::nn::{linear, seeded};
-    /// use catml::tensor::{DType, Params, Tensor, TensorType};
-    /// use catml::trace::trace;
+    /// use catml_core::tensor::{DType, Params, Tensor, TensorType};
+    /// use catml_core::trace::{trace, Value};
     ///
     /// let traced = trace(&[TensorType::new(DType::F64, [2])], |x| {
-    ///     linear(&x[0], 1, &mut seeded(0), "out")
+    ///     let w = Value::param("out.W", Tensor::f64([2], vec![0.0, 0.0]).unwrap());
+    ///     (&x[0] * &w).sum_all()
     /// }).unwrap();
     /// let mut trained = Params::new();
-    /// trained.insert("out.W", Tensor::f64([1, 2], vec![1.0, 2.0]).unwrap());
-    /// trained.insert("out.b", Tensor::f64([1], vec![0.5]).unwrap());
+    /// trained.insert("out.W", Tensor::f64([2], vec![1.0, 2.0]).unwrap());
     /// let x = Tensor::f64([2], vec![3.0, 4.0]).unwrap();
-    /// assert_eq!(traced.call(&trained, &[x]).unwrap()[0].item().unwrap(), 11.5);
+    /// assert_eq!(traced.call(&trained, &[x]).unwrap()[0].item().unwrap(), 11.0);
     /// ```
     pub fn call(&self, params: &Params, inputs: &[Tensor]) -> Result<Vec<Tensor>, TraceError> {
         let args = arguments(&self.program, params, inputs)?;

@@ -214,12 +214,6 @@ pub struct UnaryRow {
     pub sample_attrs: fn(&mut dyn FnMut() -> f64) -> Vec<f64>,
 }
 
-/// A unary row's expansion into other primitives, given the operand and the attribute values.
-pub type UnaryLowering = fn(&mut Builder, Var, &[f64]) -> Result<Var, TypeError>;
-
-/// A binary row's expansion into other primitives.
-pub type BinaryLowering = fn(&mut Builder, Var, Var) -> Result<Var, TypeError>;
-
 /// ∂f/∂x and ∂f/∂y of a binary row from x, y and z = f(x, y); `None` is zero.
 pub type BinaryPartials = fn(&mut Builder, Var, Var, Var) -> Result<[Option<Var>; 2], TypeError>;
 
