@@ -8,6 +8,7 @@ pub mod budget;
 mod builder;
 mod compose;
 pub mod dot;
+pub mod draw;
 pub mod json;
 pub mod listing;
 mod primitive;
@@ -21,6 +22,7 @@ pub use attrs::{attrs_json, attrs_of, AttrReader};
 pub use budget::{Budget, BudgetSite};
 pub use builder::{BuildError, Builder};
 pub use compose::ComposeError;
+pub use draw::{Draw, DrawError, Drawing, Drawn, Interval};
 pub use primitive::{
     same_prim, Attrs, Fragment, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError,
 };

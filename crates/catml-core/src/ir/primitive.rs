@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ir::{Budget, Builder, Var};
+use crate::ir::{Budget, Builder, Drawing, Var};
 use crate::tensor::{DType, RArray, Tensor, TensorType};
 
 /// A primitive's attributes as JSON (the LensIR `attrs` object).
@@ -217,6 +217,13 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
 
     /// The expansion of a composite into the core fragment; `None` for core primitives.
     fn lower(&self, _b: &mut Builder, _x: &[Var]) -> Option<Result<Var, TypeError>> {
+        None
+    }
+
+    /// How a random program generator draws applications of this primitive, attributes and
+    /// operands included (`self` only finds the rule); `None` when it cannot, and the
+    /// verification bundle then lists the primitive as uncovered.
+    fn drawing(&self) -> Option<Drawing> {
         None
     }
 }

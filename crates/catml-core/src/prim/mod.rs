@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod conv;
 pub mod custom;
 pub mod dispatch;
+mod draw;
 pub mod elementwise;
 pub mod linalg;
 pub mod loss;

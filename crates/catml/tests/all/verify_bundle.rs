@@ -152,14 +152,14 @@ fn consistent_but_wrong_rules_pass_the_pairing_and_fail_the_directional_check() 
 #[test]
 fn every_primitive_says_truly_whether_it_is_rational() {
     use catml::tensor::{RArray, Rational};
-    use catml::verify::generate::{generate, GenConfig, ENTRIES};
-    for e in ENTRIES {
-        let cfg = GenConfig::default().with_prims(&[e.name]);
+    use catml::verify::generate::{all_names, generate, GenConfig};
+    for name in all_names() {
+        let cfg = GenConfig::default().with_prims(&[&name]);
         let p = (0..20)
             .filter_map(|seed| generate(&cfg, seed).ok())
-            .find(|p| p.nodes().iter().any(|n| n.prim.name() == e.name))
-            .unwrap_or_else(|| panic!("{}: no generated program applies it", e.name));
-        let n = p.nodes().iter().find(|n| n.prim.name() == e.name).unwrap();
+            .find(|p| p.nodes().iter().any(|n| n.prim.name() == name))
+            .unwrap_or_else(|| panic!("{name}: no generated program applies it"));
+        let n = p.nodes().iter().find(|n| n.prim.name() == name).unwrap();
         // Ones of the operands' shapes: whether a rational kernel exists, not its domain.
         let ones: Vec<RArray> = n
             .operands
@@ -178,8 +178,7 @@ fn every_primitive_says_truly_whether_it_is_rational() {
         assert_eq!(
             has,
             n.prim.has_rational_eval(),
-            "{}: has_rational_eval disagrees with eval_rational",
-            e.name
+            "{name}: has_rational_eval disagrees with eval_rational"
         );
     }
 }

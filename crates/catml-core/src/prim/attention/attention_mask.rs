@@ -125,3 +125,21 @@ impl AttentionMask {
         })
     }
 }
+
+impl AttentionMask {
+    /// A random mask for `batch` entries of `tq` queries and `tk` keys, for drawing rules:
+    /// causal (when tq <= tk leaves every row a key), key lengths in 1..=tk, both or none.
+    pub(crate) fn draw(d: &mut dyn crate::ir::Draw, batch: usize, tq: usize, tk: usize) -> Self {
+        let causal = tq <= tk && d.chance(0.5);
+        let mut m = if causal {
+            AttentionMask::causal()
+        } else {
+            AttentionMask::none()
+        };
+        if d.chance(0.5) {
+            let lengths = (0..batch).map(|_| d.int(1, tk)).collect();
+            m = m.with_key_lengths(lengths);
+        }
+        m
+    }
+}

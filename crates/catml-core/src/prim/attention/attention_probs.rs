@@ -18,6 +18,7 @@ use crate::ir::budget;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::softmax::masked_softmax::{check_scores, masked_rows};
 use crate::prim::Ops;
@@ -109,6 +110,9 @@ impl Primitive for AttentionProbs {
     fn name(&self) -> &str {
         "attention_probs"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_attention_probs))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::formula("gamma_c |y|, c = 2A + Tk + 17, A = s P (d + 5)", |s| {
             let c = budget::gamma(budget::attention_c(s));
@@ -181,4 +185,31 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(AttentionProbs { mask }) as Prim)
     });
+}
+
+/// Queries (B, H, Tq, d) from the pool; keys (B, H, Tk, d) and a mask to go with them.
+pub(crate) fn draw_attention_operands(
+    d: &mut dyn Draw,
+) -> Result<(Drawn, Drawn, AttentionMask), DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 2.0)?;
+    let q = d.shaped(x, 4)?;
+    let qd = d.ty(q.var).dims().to_vec();
+    let tk = d.int(1, d.max_dim());
+    let kty = TensorType::new(d.ty(q.var).dtype, [qd[0], qd[1], tk, qd[3]]);
+    let k = if tk == qd[2] && d.chance(0.25) {
+        q
+    } else {
+        d.weight(&kty)?
+    };
+    let k = d.moderate(k, 2.0)?;
+    let mask = AttentionMask::draw(d, qd[0], qd[2], tk);
+    Ok((q, k, mask))
+}
+
+fn draw_attention_probs(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let (q, k, mask) = draw_attention_operands(d)?;
+    d.same(Interval::new(0.0, 1.0), |b| {
+        b.attention_probs(q.var, k.var, mask)
+    })
 }

@@ -18,6 +18,7 @@ use crate::ir::budget;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::{arity, eval_float, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::kernels::{gemm_into_serial, MatRef};
@@ -63,6 +64,9 @@ impl FloatKernel for Sdpa {
 impl Primitive for Sdpa {
     fn name(&self) -> &str {
         "sdpa"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_sdpa))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::formula("gamma_{c+Tk} max|V|, c as attention_probs", |s| {
@@ -149,4 +153,18 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(Sdpa { mask }) as Prim)
     });
+}
+
+/// Each output row is a convex combination of value rows.
+fn draw_sdpa(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let (q, k, mask) = super::attention_probs::draw_attention_operands(d)?;
+    let kd = d.ty(k.var).dims().to_vec();
+    let width = d.int(1, d.max_dim());
+    let vty = TensorType::new(d.ty(q.var).dtype, [kd[0], kd[1], kd[2], width]);
+    let v = if d.ty(k.var) == vty && d.chance(0.3) {
+        k
+    } else {
+        d.weight(&vty)?
+    };
+    d.same(v.range, |b| b.sdpa(q.var, k.var, v.var, mask))
 }

@@ -21,7 +21,9 @@ use crate::ir::{
     attrs_json, AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError,
     TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, FloatKernel};
+use crate::prim::window::draw::{conv_out, conv_setup};
 use crate::prim::window::geometry::{insert_size, narrow, read_size, widen};
 use crate::tensor::{Array, Float, RArray, Shape, Tensor, TensorType};
 
@@ -92,6 +94,10 @@ impl FloatKernel for ConvInputGrad {
 impl Primitive for ConvInputGrad {
     fn name(&self) -> &str {
         self.spec.op_name("input_grad")
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        let rank = self.spec.rank;
+        Some(Drawing::new(1, move |d| draw_input_grad(d, rank)))
     }
     fn f32_budget(&self, inputs: &[TensorType], output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::sum(inputs[1].numel() / output.dims()[1])
@@ -213,6 +219,10 @@ impl Primitive for ConvWeightGrad {
     fn name(&self) -> &str {
         self.spec.op_name("weight_grad")
     }
+    fn drawing(&self) -> Option<Drawing> {
+        let rank = self.spec.rank;
+        Some(Drawing::new(1, move |d| draw_weight_grad(d, rank)))
+    }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::sum(inputs[1].numel() / inputs[1].dims()[1])
     }
@@ -315,4 +325,40 @@ pub(crate) fn register(r: &mut Registry) {
         let kernel = format!(r#"{{"kernel_size": {size}}}"#);
         r.set_example(&format!("{spec_name}_weight_grad"), attrs_json(&kernel));
     }
+}
+
+/// dx = conv_input_grad(u, w): each x element meets at most (O/groups) k_H k_W products.
+fn draw_input_grad(d: &mut dyn Draw, rank: usize) -> Result<Drawn, DrawError> {
+    let (x, wty, spec) = conv_setup(d, rank)?;
+    let uty = conv_out(&spec, &d.ty(x.var), &wty);
+    let u = d.weight(&uty)?;
+    let u = d.moderate(u, 2.0)?;
+    let w = d.weight(&wty)?;
+    let w = d.moderate(w, 2.0)?;
+    let xd = d.ty(x.var).dims().to_vec();
+    let size = [xd[xd.len() - 2], xd[xd.len() - 1]];
+    let size = if rank == 1 { [1, size[1]] } else { size };
+    let k = wty.numel() / xd[1];
+    let var = d.apply(Arc::new(ConvInputGrad::new(spec, size)), &[u.var, w.var])?;
+    Ok(Drawn {
+        var,
+        range: Interval::symmetric(k as f64 * u.range.mag() * w.range.mag()),
+    })
+}
+
+/// dw = conv_weight_grad(x, u): each weight element sums N Ho Wo products.
+fn draw_weight_grad(d: &mut dyn Draw, rank: usize) -> Result<Drawn, DrawError> {
+    let (x, wty, spec) = conv_setup(d, rank)?;
+    let uty = conv_out(&spec, &d.ty(x.var), &wty);
+    let u = d.weight(&uty)?;
+    let u = d.moderate(u, 2.0)?;
+    let wd = wty.dims();
+    let size = [wd[wd.len() - 2], wd[wd.len() - 1]];
+    let size = if rank == 1 { [1, size[1]] } else { size };
+    let k = uty.numel() / uty.dims()[1];
+    let var = d.apply(Arc::new(ConvWeightGrad::new(spec, size)), &[x.var, u.var])?;
+    Ok(Drawn {
+        var,
+        range: Interval::symmetric(k as f64 * x.range.mag() * u.range.mag()),
+    })
 }

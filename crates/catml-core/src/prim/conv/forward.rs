@@ -17,7 +17,9 @@ use super::conv_spec::{Conv1dAttrs, Conv2dAttrs, ConvSpec};
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{eval_float, FloatKernel};
+use crate::prim::window::draw::conv_setup;
 use crate::prim::window::geometry::widen;
 use crate::prim::Ops;
 use crate::tensor::{Array, Float, RArray, Shape, Tensor, TensorType};
@@ -55,6 +57,11 @@ impl FloatKernel for Conv {
 impl Primitive for Conv {
     fn name(&self) -> &str {
         self.spec.op_name("")
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        // conv2d is drawn twice as often as conv1d.
+        let rank = self.spec.rank;
+        Some(Drawing::new(rank as u32, move |d| draw_conv(d, rank)))
     }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::sum(
@@ -158,4 +165,28 @@ pub(crate) fn register(r: &mut Registry) {
         });
     }
     super::conv_grad::register(r);
+}
+
+/// |y| <= (C/groups) k_H k_W |x| |w| + |b|.
+fn draw_conv(d: &mut dyn Draw, rank: usize) -> Result<Drawn, DrawError> {
+    let (x, wty, spec) = conv_setup(d, rank)?;
+    let w = d.weight(&wty)?;
+    let w = d.moderate(w, 2.0)?;
+    let bias = if d.chance(0.5) {
+        let b = d.weight(&TensorType::new(wty.dtype, [wty.dims()[0]]))?;
+        Some(d.moderate(b, 2.0)?)
+    } else {
+        None
+    };
+    let k = wty.numel() / wty.dims()[0];
+    let m = k as f64 * x.range.mag() * w.range.mag() + bias.map_or(0.0, |b| b.range.mag());
+    let operands: Vec<_> = [x.var, w.var]
+        .into_iter()
+        .chain(bias.map(|b| b.var))
+        .collect();
+    let var = d.apply(Arc::new(Conv { spec }), &operands)?;
+    Ok(Drawn {
+        var,
+        range: Interval::symmetric(m),
+    })
 }

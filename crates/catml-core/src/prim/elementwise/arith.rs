@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::ir::{Builder, KernelError, Prim, Primitive, RuleError, TypeError, Var};
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{
     eval_ring, eval_ring_rational, map_in_place, or_eval, same_float_pair, unary_float,
     zip_in_place, FloatMapInPlace, FloatZip, RingKernel,
@@ -71,6 +72,9 @@ impl Primitive for Add {
     fn name(&self) -> &str {
         "add"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(3, draw_add))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(1.0)
     }
@@ -131,6 +135,9 @@ impl FloatZip for Sub {
 impl Primitive for Sub {
     fn name(&self) -> &str {
         "sub"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(2, draw_sub))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(1.0)
@@ -201,6 +208,9 @@ impl Primitive for Neg {
     fn name(&self) -> &str {
         "neg"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_neg))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
     }
@@ -263,6 +273,9 @@ impl Primitive for Mul {
     fn name(&self) -> &str {
         "mul"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(3, draw_mul))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(1.0)
     }
@@ -311,4 +324,51 @@ pub(crate) fn register(r: &mut crate::ir::Registry) {
     crate::prim::register_unit(r, "sub", || Arc::new(Sub) as Prim);
     crate::prim::register_unit(r, "neg", || Arc::new(Neg) as Prim);
     crate::prim::register_unit(r, "mul", || Arc::new(Mul) as Prim);
+}
+
+/// Operands of magnitude <= 64; x + x (a repeated operand) is 2x.
+fn draw_add(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 64.0)?;
+    let y = d.partner(x)?;
+    let y = d.moderate(y, 64.0)?;
+    let r = if x.var == y.var {
+        x.range.scale(2.0)
+    } else {
+        x.range.plus(y.range)
+    };
+    d.same(r, |b| b.add(x.var, y.var))
+}
+
+/// Operands of magnitude <= 64; x - x is 0.
+fn draw_sub(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 64.0)?;
+    let y = d.partner(x)?;
+    let y = d.moderate(y, 64.0)?;
+    let r = if x.var == y.var {
+        Interval::new(0.0, 0.0)
+    } else {
+        x.range.minus(y.range)
+    };
+    d.same(r, |b| b.sub(x.var, y.var))
+}
+
+fn draw_neg(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    d.same(x.range.negated(), |b| b.neg(x.var))
+}
+
+/// Operands of magnitude <= 4; x ⊙ x is a square.
+fn draw_mul(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 4.0)?;
+    let y = d.partner(x)?;
+    let y = d.moderate(y, 4.0)?;
+    let r = if x.var == y.var {
+        x.range.square()
+    } else {
+        x.range.times(y.range)
+    };
+    d.same(r, |b| b.mul(x.var, y.var))
 }

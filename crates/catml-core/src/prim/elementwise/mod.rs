@@ -3,6 +3,7 @@
 pub(crate) mod arith;
 pub mod binary_rows;
 pub mod row;
+mod row_draw;
 pub(crate) mod tanh_pullback;
 pub(crate) mod unary;
 pub mod unary_rows;

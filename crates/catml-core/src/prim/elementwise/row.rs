@@ -20,88 +20,14 @@ use num_traits::{FromPrimitive, Signed, Zero};
 use serde_json::Value;
 
 use crate::ir::{
-    AttrReader, Attrs, Budget, Builder, KernelError, Prim, Primitive, Registry, RuleError,
+    AttrReader, Attrs, Budget, Builder, Drawing, KernelError, Prim, Primitive, Registry, RuleError,
     RuleKind, TypeError, Var,
 };
 use crate::prim::dispatch::{same_float_pair, unary_float};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Float, RArray, Rational, Tensor, TensorType};
 
-/// An interval holding every element of a value: what a random program generator tracks to
-/// keep operands inside admissible domains and away from overflow.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Interval {
-    pub lo: f64,
-    pub hi: f64,
-}
-
-impl Interval {
-    pub fn new(lo: f64, hi: f64) -> Interval {
-        Interval { lo, hi }
-    }
-
-    /// max(|lo|, |hi|)
-    pub fn mag(self) -> f64 {
-        self.lo.abs().max(self.hi.abs())
-    }
-
-    pub fn hull(self, o: Interval) -> Interval {
-        Interval::new(self.lo.min(o.lo), self.hi.max(o.hi))
-    }
-
-    /// [a.lo + b.lo, a.hi + b.hi]
-    pub fn plus(self, o: Interval) -> Interval {
-        Interval::new(self.lo + o.lo, self.hi + o.hi)
-    }
-
-    /// [a.lo - b.hi, a.hi - b.lo]
-    pub fn minus(self, o: Interval) -> Interval {
-        Interval::new(self.lo - o.hi, self.hi - o.lo)
-    }
-
-    /// The hull of the four corner products.
-    pub fn times(self, o: Interval) -> Interval {
-        let c = [
-            self.lo * o.lo,
-            self.lo * o.hi,
-            self.hi * o.lo,
-            self.hi * o.hi,
-        ];
-        Interval::new(
-            c.iter().cloned().fold(f64::INFINITY, f64::min),
-            c.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
-        )
-    }
-
-    /// x ⊙ x for one value (both operands the same element): [0 or min², max²].
-    pub fn square(self) -> Interval {
-        let (a, b) = (self.lo * self.lo, self.hi * self.hi);
-        if self.lo <= 0.0 && self.hi >= 0.0 {
-            Interval::new(0.0, a.max(b))
-        } else {
-            Interval::new(a.min(b), a.max(b))
-        }
-    }
-
-    pub fn negated(self) -> Interval {
-        Interval::new(-self.hi, -self.lo)
-    }
-
-    /// c·x for c >= 0.
-    pub fn scale(self, c: f64) -> Interval {
-        Interval::new(self.lo * c, self.hi * c)
-    }
-
-    /// f applied to both ends, for nondecreasing f.
-    pub fn increasing(self, f: impl Fn(f64) -> f64) -> Interval {
-        Interval::new(f(self.lo), f(self.hi))
-    }
-
-    /// [-m, m]
-    pub fn symmetric(m: f64) -> Interval {
-        Interval::new(-m, m)
-    }
-}
+pub use crate::ir::Interval;
 
 /// Where an operand's elements must lie for the operation to be defined.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -477,6 +403,12 @@ impl Primitive for Unary {
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         self.row.lower.map(|l| l(b, x[0], &self.attrs))
     }
+    fn drawing(&self) -> Option<Drawing> {
+        let row = self.row;
+        Some(Drawing::new(1, move |d| {
+            super::row_draw::draw_unary(d, row)
+        }))
+    }
 }
 
 /// The primitive of a binary row.
@@ -611,6 +543,12 @@ impl Primitive for Binary {
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         self.row.lower.map(|l| l(b, x[0], x[1]))
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        let row = self.row;
+        Some(Drawing::new(1, move |d| {
+            super::row_draw::draw_binary(d, row)
+        }))
     }
 }
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::ir::budget;
 use crate::ir::{Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{
     eval_float, eval_ring_rational, or_eval, same_float_pair, zip_in_place, FloatKernel, FloatZip,
     RingKernel,
@@ -53,6 +54,9 @@ fn minus_two_y_u(b: &mut Builder, y: Var, u: Var, w: Var) -> Result<Var, TypeErr
 impl Primitive for TanhPullback {
     fn name(&self) -> &str {
         "tanh_pullback"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_tanh_pullback))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         // fl(u fl(1 - fl(y y))): within γ_3 |u| (|1 - y²| + y²); the square's underflow η
@@ -122,4 +126,14 @@ impl Primitive for TanhPullback {
 
 pub(crate) fn register(r: &mut Registry) {
     crate::prim::register_unit(r, "tanh_pullback", || Arc::new(TanhPullback) as Prim);
+}
+
+/// At y = tanh(x), |y| <= 1, so 0 <= 1 - y² <= 1 and |out| <= |u|.
+fn draw_tanh_pullback(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let y = d.op(|b| b.tanh(x.var))?;
+    let u = d.partner(x)?;
+    let u = d.moderate(u, 8.0)?;
+    let r = Interval::symmetric(u.range.mag());
+    d.same(r, |b| b.tanh_pullback(y, u.var))
 }

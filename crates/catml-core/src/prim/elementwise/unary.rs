@@ -6,6 +6,7 @@ use std::sync::Arc;
 use num_traits::{One, Zero};
 
 use crate::ir::{Builder, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError, Var};
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{
     check_domain_of, eval_float, eval_ring_rational, map_in_place, or_eval, unary_float,
     FloatKernel, FloatMapInPlace, RingKernel,
@@ -68,6 +69,9 @@ impl Primitive for Exp {
     fn name(&self) -> &str {
         "exp"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(2, draw_exp))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(8.0)
     }
@@ -122,6 +126,9 @@ impl FloatKernel for Log {
 impl Primitive for Log {
     fn name(&self) -> &str {
         "log"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_log))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(8.0)
@@ -184,6 +191,9 @@ impl Primitive for Tanh {
     fn name(&self) -> &str {
         "tanh"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(2, draw_tanh))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(8.0)
     }
@@ -239,6 +249,9 @@ float_map!(Sigmoid, |v| {
 impl Primitive for Sigmoid {
     fn name(&self) -> &str {
         "sigmoid"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_sigmoid))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(8.0)
@@ -315,6 +328,9 @@ impl FloatKernel for Relu {
 impl Primitive for Relu {
     fn name(&self) -> &str {
         "relu"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_relu))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -395,6 +411,9 @@ impl Primitive for Step {
     fn name(&self) -> &str {
         "step"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_step))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
     }
@@ -455,6 +474,9 @@ impl FloatKernel for Reciprocal {
 impl Primitive for Reciprocal {
     fn name(&self) -> &str {
         "reciprocal"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_reciprocal))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(1.0)
@@ -527,6 +549,9 @@ impl Primitive for Rsqrt {
     fn name(&self) -> &str {
         "rsqrt"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_rsqrt))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(2.0)
     }
@@ -575,4 +600,57 @@ pub(crate) fn register(r: &mut crate::ir::Registry) {
     crate::prim::register_unit(r, "step", || Arc::new(Step) as Prim);
     crate::prim::register_unit(r, "reciprocal", || Arc::new(Reciprocal) as Prim);
     crate::prim::register_unit(r, "rsqrt", || Arc::new(Rsqrt) as Prim);
+}
+
+/// exp reads values of magnitude at most 2.
+fn draw_exp(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 2.0)?;
+    d.same(x.range.increasing(f64::exp), |b| b.exp(x.var))
+}
+
+fn draw_log(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.positive(x)?;
+    d.same(x.range.increasing(f64::ln), |b| b.log(x.var))
+}
+
+fn draw_tanh(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    d.same(x.range.increasing(f64::tanh), |b| b.tanh(x.var))
+}
+
+fn draw_sigmoid(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let s = |v: f64| 1.0 / (1.0 + (-v).exp());
+    d.same(x.range.increasing(s), |b| b.sigmoid(x.var))
+}
+
+fn draw_relu(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    d.same(x.range.increasing(|v| v.max(0.0)), |b| b.relu(x.var))
+}
+
+fn draw_step(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let h = |v: f64| if v > 0.0 { 1.0 } else { 0.0 };
+    d.same(x.range.increasing(h), |b| b.step(x.var))
+}
+
+/// The operand is made positive with margin, and sometimes negated.
+fn draw_reciprocal(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let mut p = d.positive(x)?;
+    if d.chance(0.3) {
+        p = d.same(p.range.negated(), |b| b.neg(p.var))?;
+    }
+    let r = Interval::new(1.0 / p.range.hi, 1.0 / p.range.lo);
+    d.same(r, |b| b.reciprocal(p.var))
+}
+
+fn draw_rsqrt(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let p = d.positive(x)?;
+    let r = Interval::new(1.0 / p.range.hi.sqrt(), 1.0 / p.range.lo.sqrt());
+    d.same(r, |b| b.rsqrt(p.var))
 }

@@ -12,6 +12,7 @@ use super::matmul::MatMul;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::kernels::{gemm_into, gemm_into_serial, matmul_generic, MatRef};
@@ -145,6 +146,9 @@ impl Primitive for BatchMatMul {
     fn name(&self) -> &str {
         "batch_matmul"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(2, draw_batch_matmul))
+    }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         let a = inputs[0].dims();
         let r = a.len();
@@ -273,4 +277,22 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(BatchMatMul::new(transpose_a, transpose_b)) as Prim)
     });
+}
+
+/// Each element sums k products.
+fn draw_batch_matmul(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 2.0)?;
+    let rank = d.int(3, d.max_rank().max(3));
+    let a = d.shaped(x, rank)?;
+    let ad = d.ty(a.var).dims().to_vec();
+    let (ta, tb) = (d.chance(0.25), d.chance(0.25));
+    let k = if ta { ad[rank - 2] } else { ad[rank - 1] };
+    let n = d.int(1, d.max_dim());
+    let mut bdims = ad[..rank - 2].to_vec();
+    bdims.extend(if tb { [n, k] } else { [k, n] });
+    let w = d.weight(&TensorType::new(d.ty(a.var).dtype, bdims))?;
+    let w = d.moderate(w, 2.0)?;
+    let r = Interval::symmetric(k as f64 * a.range.mag() * w.range.mag());
+    d.same(r, |b| b.batch_matmul(a.var, w.var, ta, tb))
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::matmul::MatMul;
 use crate::ir::{Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::kernels::{gemm_into, matmul_generic, MatRef};
@@ -46,6 +47,9 @@ impl FloatKernel for Linear {
 impl Primitive for Linear {
     fn name(&self) -> &str {
         "linear"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(2, draw_linear))
     }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::sum(inputs[1].dims()[1] + 1)
@@ -195,4 +199,25 @@ impl Primitive for Linear {
 
 pub(crate) fn register(r: &mut Registry) {
     crate::prim::register_unit(r, "linear", || Arc::new(Linear) as Prim);
+}
+
+/// |y| <= in |x| |w| + |bias|.
+fn draw_linear(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 2.0)?;
+    let rank = d.ty(x.var).rank();
+    let x = if rank == 1 || rank == 2 {
+        x
+    } else {
+        d.matrix(x)?
+    };
+    let ty = d.ty(x.var);
+    let inp = ty.dims()[ty.rank() - 1];
+    let out = d.int(1, d.max_dim());
+    let w = d.weight(&TensorType::new(ty.dtype, [out, inp]))?;
+    let w = d.moderate(w, 2.0)?;
+    let bias = d.weight(&TensorType::new(ty.dtype, [out]))?;
+    let bias = d.moderate(bias, 2.0)?;
+    let r = Interval::symmetric(inp as f64 * x.range.mag() * w.range.mag() + bias.range.mag());
+    d.same(r, |b| b.linear(x.var, w.var, bias.var))
 }

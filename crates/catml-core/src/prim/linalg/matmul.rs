@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::kernels::{gemm, matmul_generic, MatRef};
@@ -54,6 +55,9 @@ impl FloatKernel for MatMul {
 impl Primitive for MatMul {
     fn name(&self) -> &str {
         "matmul"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(3, draw_matmul))
     }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         let a = inputs[0].dims();
@@ -197,4 +201,22 @@ pub(super) fn product_vjp(
         product(b, !ta, false, x[0], u)?
     };
     Ok(vec![Some(da), Some(db)])
+}
+
+/// A pooled value as a matrix times a weight, transposes drawn: each element sums k products.
+fn draw_matmul(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 2.0)?;
+    let a = d.matrix(x)?;
+    let ad = d.ty(a.var).dims().to_vec();
+    let (ta, tb) = (d.chance(0.25), d.chance(0.25));
+    let k = if ta { ad[0] } else { ad[1] };
+    let n = d.int(1, d.max_dim());
+    let bdims = if tb { [n, k] } else { [k, n] };
+    let bty = TensorType::new(d.ty(a.var).dtype, bdims);
+    let w = d.weight(&bty)?;
+    let w = d.moderate(w, 2.0)?;
+    let r = Interval::symmetric(k as f64 * a.range.mag() * w.range.mag());
+    let var = d.apply(Arc::new(MatMul::new(ta, tb)), &[a.var, w.var])?;
+    Ok(Drawn { var, range: r })
 }

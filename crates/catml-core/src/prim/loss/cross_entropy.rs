@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::ir::budget;
 use crate::ir::{Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::{arity, float_operand};
 use crate::prim::structural::one_hot::{checked_index, index_operand};
 use crate::prim::Ops;
@@ -43,6 +44,9 @@ fn gradient(b: &mut Builder, z: Var, labels: Var) -> Result<Var, TypeError> {
 impl Primitive for CrossEntropy {
     fn name(&self) -> &str {
         "cross_entropy"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_cross_entropy))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         // Per row m + ln(sum e^(z - m)) - z_label in f32, accumulated in f64: the sum within
@@ -132,4 +136,15 @@ impl Primitive for CrossEntropy {
 
 pub(crate) fn register(r: &mut Registry) {
     crate::prim::register_unit(r, "cross_entropy", || Arc::new(CrossEntropy) as Prim);
+}
+
+/// The mean of -log_softmax(z)[label] over rows: in [0, (hi - lo) + ln C].
+fn draw_cross_entropy(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 8.0)?;
+    let z = d.matrix(x)?;
+    let n = d.ty(z.var).dims().to_vec();
+    let labels = d.indices(&[n[0]], n[1])?;
+    let r = crate::prim::softmax::forward::log_softmax_range(z.range, n[1]).negated();
+    d.same(r, |b| b.cross_entropy(z.var, labels))
 }

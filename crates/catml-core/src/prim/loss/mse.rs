@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::ir::budget;
 use crate::ir::{Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::same_float_pair;
 use crate::prim::Ops;
 use crate::tensor::{Array, Element, Float, RArray, Rational, Tensor, TensorType};
@@ -35,6 +36,9 @@ fn gradient(b: &mut Builder, x: &[Var]) -> Result<Var, TypeError> {
 impl Primitive for Mse {
     fn name(&self) -> &str {
         "mse"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_mse))
     }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         // Sum of n squared differences, then a division: n + 3 roundings on nonnegative terms.
@@ -113,4 +117,14 @@ impl Primitive for Mse {
 
 pub(crate) fn register(r: &mut Registry) {
     crate::prim::register_unit(r, "mse", || Arc::new(Mse) as Prim);
+}
+
+/// mean((a - b)^2) in [0, max |a - b|^2].
+fn draw_mse(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 8.0)?;
+    let y = d.partner(x)?;
+    let y = d.moderate(y, 8.0)?;
+    let m = x.range.minus(y.range).mag();
+    d.same(Interval::new(0.0, m * m), |b| b.mse(x.var, y.var))
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::float_operand;
 use crate::prim::reduce::slices::{check_axes, kept, map_slices};
 use crate::prim::Ops;
@@ -135,6 +136,9 @@ fn sum_others(b: &mut Builder, v: Var, axes: &[usize]) -> Result<Var, TypeError>
 impl Primitive for LayerNorm {
     fn name(&self) -> &str {
         "layer_norm"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_layer_norm))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(1.0)
@@ -276,4 +280,38 @@ pub(crate) fn register(r: &mut Registry) {
         "layer_norm",
         crate::ir::attrs_json(r#"{"axes": [0], "eps": 1e-5}"#),
     );
+}
+
+/// |x̂| <= sqrt(m) over a slice of m (c_i^2 <= sum c^2 = m v); affine: |gamma| sqrt(m) + |beta|.
+fn draw_layer_norm(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 8.0)?;
+    let x = d.ranked(x)?;
+    let ty = d.ty(x.var);
+    let mut axes: Vec<usize> = (0..ty.rank()).filter(|_| d.chance(0.5)).collect();
+    if axes.is_empty() {
+        axes.push(ty.rank() - 1);
+    }
+    let m: usize = axes.iter().map(|&a| ty.dims()[a]).product();
+    // eps in [2^-5, 2^-2]: the k-th derivative grows like (v + eps)^(-k/2) on near-constant
+    // slices (v -> 0), beyond what a fourth-order difference with h = 2^-12 resolves.
+    let eps = 2f64.powi(-(d.int(2, 5) as i32));
+    let mut r = (m as f64).sqrt();
+    let affine = if d.chance(0.5) {
+        let pty = TensorType::new(
+            ty.dtype,
+            axes.iter().map(|&a| ty.dims()[a]).collect::<Vec<_>>(),
+        );
+        let gamma = d.weight(&pty)?;
+        let gamma = d.moderate(gamma, 2.0)?;
+        let beta = d.weight(&pty)?;
+        let beta = d.moderate(beta, 2.0)?;
+        r = gamma.range.mag() * r + beta.range.mag();
+        Some((gamma.var, beta.var))
+    } else {
+        None
+    };
+    d.same(Interval::symmetric(r), |b| {
+        b.layer_norm(x.var, axes, eps, affine)
+    })
 }

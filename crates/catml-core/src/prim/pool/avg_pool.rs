@@ -13,7 +13,9 @@ use super::pool_kernel::sum_pool;
 use super::pool_spec::{register_pool, Pool2dAttrs};
 use super::sum_pool::SumPool2dTranspose;
 use crate::ir::{Attrs, Builder, KernelError, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, FloatKernel};
+use crate::prim::window::draw::{nchw, pool_attrs};
 use crate::prim::Ops;
 use crate::tensor::{Array, Float, RArray, Rational, Tensor, TensorType};
 
@@ -44,6 +46,9 @@ impl FloatKernel for AvgPool2d {
 impl Primitive for AvgPool2d {
     fn name(&self) -> &str {
         "avg_pool2d"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_avg_pool))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::sum(self.attrs.window() + 1)
@@ -110,4 +115,12 @@ impl Primitive for AvgPool2d {
 
 pub(crate) fn register(r: &mut Registry) {
     register_pool(r, "avg_pool2d", |attrs| Arc::new(AvgPool2d { attrs }));
+}
+
+/// Mean over kH kW positions, padding counted as zeros: within the hull of x's range and 0.
+fn draw_avg_pool(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = nchw(d, 64.0)?;
+    let a = pool_attrs(d, x, false);
+    let r = x.range.hull(Interval::new(0.0, 0.0));
+    d.same(r, |b| b.avg_pool2d(x.var, a))
 }

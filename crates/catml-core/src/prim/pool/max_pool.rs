@@ -22,7 +22,10 @@ use super::pool_spec::{register_pool, Pool2dAttrs};
 use crate::ir::{
     Attrs, Builder, KernelError, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
+use crate::prim::window::draw::{nchw, pool_attrs, pooled_dims, sum_of};
+use crate::prim::Ops;
 use crate::tensor::{Array, Element, RArray, Tensor, TensorType};
 
 const TIE_RULE: &str =
@@ -56,6 +59,9 @@ impl RingKernel for MaxPool2d {
 impl Primitive for MaxPool2d {
     fn name(&self) -> &str {
         "max_pool2d"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_max_pool))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -133,6 +139,9 @@ impl RingKernel for MaxPool2dSelect {
 impl Primitive for MaxPool2dSelect {
     fn name(&self) -> &str {
         "max_pool2d_select"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_select))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -214,6 +223,9 @@ impl Primitive for MaxPool2dScatter {
     fn name(&self) -> &str {
         "max_pool2d_scatter"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_scatter))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Sum {
             terms: self.attrs.window(),
@@ -287,4 +299,46 @@ pub(crate) fn register(r: &mut Registry) {
     register_pool(r, "max_pool2d_scatter", |attrs| {
         Arc::new(MaxPool2dScatter { attrs })
     });
+}
+
+/// Every window holds an input element, so the maximum is one of x's elements.
+fn draw_max_pool(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = nchw(d, 64.0)?;
+    let a = pool_attrs(d, x, true);
+    d.same(x.range, |b| b.max_pool2d(x.var, a))
+}
+
+/// The argmax source of the max-pool helpers: a grid constant (1/256 steps in [-1, 1]), so
+/// the lowering's running maximum m + relu(x - m) is exact and finds the kernel's argmax; a
+/// near-tie within rounding would flip it.
+fn argmax_source(d: &mut dyn Draw, like: Drawn) -> Result<Drawn, DrawError> {
+    let ty = d.ty(like.var);
+    d.constant_of(&ty)
+}
+
+/// v at each window's first maximum of x: one of v's elements.
+fn draw_select(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let v = nchw(d, 64.0)?;
+    let x = argmax_source(d, v)?;
+    let a = pool_attrs(d, x, true);
+    let var = d.apply(Arc::new(MaxPool2dSelect { attrs: a }), &[x.var, v.var])?;
+    Ok(Drawn {
+        var,
+        range: v.range,
+    })
+}
+
+/// u scattered to each window's first maximum of x: at most kH kW terms meet.
+fn draw_scatter(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let like = nchw(d, 64.0)?;
+    let x = argmax_source(d, like)?;
+    let a = pool_attrs(d, x, true);
+    let xty = d.ty(x.var);
+    let u = d.weight(&TensorType::new(xty.dtype, pooled_dims(&a, &xty)))?;
+    let u = d.moderate(u, 8.0)?;
+    let var = d.apply(Arc::new(MaxPool2dScatter { attrs: a }), &[x.var, u.var])?;
+    Ok(Drawn {
+        var,
+        range: sum_of(u.range, a.window()),
+    })
 }

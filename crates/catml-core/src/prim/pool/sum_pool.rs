@@ -12,7 +12,10 @@ use super::pool_spec::{
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
+use crate::prim::window::draw::{nchw, pool_attrs, pooled_dims, sum_of};
+use crate::prim::Ops;
 use crate::tensor::{Array, Element, RArray, Shape, Tensor, TensorType};
 
 /// Sum over each pooling window.
@@ -32,6 +35,9 @@ impl RingKernel for SumPool2d {
 impl Primitive for SumPool2d {
     fn name(&self) -> &str {
         "sum_pool2d"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_sum_pool))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::sum(self.attrs.window())
@@ -105,6 +111,9 @@ impl Primitive for SumPool2dTranspose {
     fn name(&self) -> &str {
         "sum_pool2d_transpose"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_sum_pool_transpose))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::sum(self.attrs.window())
     }
@@ -169,4 +178,32 @@ pub(crate) fn register(r: &mut Registry) {
         "sum_pool2d_transpose",
         crate::ir::attrs_json(r#"{"kernel": [2, 2], "input_size": [4, 4]}"#),
     );
+}
+
+fn draw_sum_pool(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = nchw(d, 8.0)?;
+    let a = pool_attrs(d, x, false);
+    d.same(sum_of(x.range, a.window()), |b| b.sum_pool2d(x.var, a))
+}
+
+/// The transpose of sum_pool2d: each input position lies in at most k_H k_W windows.
+fn draw_sum_pool_transpose(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = nchw(d, 8.0)?;
+    let a = pool_attrs(d, x, false);
+    let xty = d.ty(x.var);
+    let uty = TensorType::new(xty.dtype, pooled_dims(&a, &xty));
+    let u = d.weight(&uty)?;
+    let u = d.moderate(u, 8.0)?;
+    let size = [xty.dims()[2], xty.dims()[3]];
+    let var = d.apply(
+        Arc::new(SumPool2dTranspose {
+            attrs: a,
+            input_size: size,
+        }),
+        &[u.var],
+    )?;
+    Ok(Drawn {
+        var,
+        range: sum_of(u.range, a.window()),
+    })
 }

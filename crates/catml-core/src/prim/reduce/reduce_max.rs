@@ -16,6 +16,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, RuleKind,
     TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, float_operand};
 use crate::prim::Ops;
 use crate::tensor::{Array, Element, RArray, Tensor, TensorType};
@@ -76,6 +77,9 @@ impl ReduceMax {
 impl Primitive for ReduceMax {
     fn name(&self) -> &str {
         "reduce_max"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_reduce_max))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -191,6 +195,9 @@ impl Primitive for MaxWeights {
     fn name(&self) -> &str {
         "max_weights"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_max_weights))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Relative(1.0)
     }
@@ -260,4 +267,17 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(MaxWeights::new(axes)) as Prim)
     });
+}
+
+fn draw_reduce_max(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let axes = d.some_axes(d.ty(x.var).rank());
+    d.same(x.range, |b| b.reduce_max(x.var, axes))
+}
+
+/// w_j = [x_j = max] / #ties, in [0, 1].
+fn draw_max_weights(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let axes = d.some_axes(d.ty(x.var).rank());
+    d.same(Interval::new(0.0, 1.0), |b| b.max_weights(x.var, axes))
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
@@ -43,6 +44,9 @@ impl RingKernel for Sum {
 impl Primitive for Sum {
     fn name(&self) -> &str {
         "sum"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(2, draw_sum))
     }
     fn f32_budget(&self, inputs: &[TensorType], output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::sum(inputs[0].numel() / output.numel().max(1))
@@ -121,4 +125,17 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(Sum::new(axes)) as Prim)
     });
+}
+
+/// A sum over some axes (or all) of `count` elements.
+fn draw_sum(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let ty = d.ty(x.var);
+    let axes = d.some_axes(ty.rank());
+    let count: usize = match &axes {
+        None => ty.numel(),
+        Some(a) => a.iter().map(|&i| ty.dims()[i]).product(),
+    };
+    let r = x.range.scale(count as f64);
+    d.same(r, |b| b.sum(x.var, axes))
 }

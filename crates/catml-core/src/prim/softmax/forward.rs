@@ -17,6 +17,7 @@ use crate::ir::budget;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::kernels::split_at_axis;
@@ -92,6 +93,9 @@ impl Primitive for Softmax {
     fn name(&self) -> &str {
         "softmax"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(2, draw_softmax))
+    }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         let n = inputs[0].dims()[self.axis] as f64;
         crate::ir::Budget::formula("gamma_c |y|, c = 2D + n + 17", move |s| {
@@ -159,6 +163,9 @@ impl FloatKernel for LogSoftmax {
 impl Primitive for LogSoftmax {
     fn name(&self) -> &str {
         "log_softmax"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_log_softmax))
     }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         // y = t - ln(sum e^t): t within Au, the sum within (A + n + 7)u, ln adds 8u |ln sum|
@@ -240,4 +247,22 @@ pub(crate) fn register(r: &mut Registry) {
     });
     r.set_example("softmax", crate::ir::attrs_json(r#"{"axis": 0}"#));
     r.set_example("log_softmax", crate::ir::attrs_json(r#"{"axis": 0}"#));
+}
+
+/// [lo - hi - ln n, 0]: log_softmax over n entries of a slice within `r`.
+pub(crate) fn log_softmax_range(r: Interval, n: usize) -> Interval {
+    Interval::new(r.lo - r.hi - (n as f64).ln(), 0.0)
+}
+
+fn draw_softmax(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let (x, axis) = d.along_axis(8.0)?;
+    d.same(Interval::new(0.0, 1.0), |b| b.softmax(x.var, axis))
+}
+
+fn draw_log_softmax(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let (x, axis) = d.along_axis(8.0)?;
+    let n = d.ty(x.var).dims()[axis];
+    d.same(log_softmax_range(x.range, n), |b| {
+        b.log_softmax(x.var, axis)
+    })
 }

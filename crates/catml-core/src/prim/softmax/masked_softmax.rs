@@ -20,6 +20,7 @@ use crate::ir::budget;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::attention::attention_mask::AttentionMask;
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
@@ -80,6 +81,9 @@ impl FloatKernel for MaskedSoftmax {
 impl Primitive for MaskedSoftmax {
     fn name(&self) -> &str {
         "masked_softmax"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_masked_softmax))
     }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         let (scale, n) = (self.scale, inputs[0].dims()[3] as f64);
@@ -196,4 +200,16 @@ pub(crate) fn register(r: &mut Registry) {
         a.finish()?;
         Ok(Arc::new(MaskedSoftmax { mask, scale }) as Prim)
     });
+}
+
+fn draw_masked_softmax(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 8.0)?;
+    let x = d.shaped(x, 4)?;
+    let n = d.ty(x.var).dims().to_vec();
+    let mask = AttentionMask::draw(d, n[0], n[2], n[3]);
+    let scale = d.grid(0.25, 2.0).max(0.25);
+    d.same(Interval::new(0.0, 1.0), |b| {
+        b.masked_softmax(x.var, mask, scale)
+    })
 }

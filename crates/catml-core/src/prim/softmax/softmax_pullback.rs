@@ -17,6 +17,7 @@ use crate::ir::budget;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{eval_float, same_float_pair, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::kernels::split_at_axis;
@@ -115,6 +116,9 @@ fn times(b: &mut Builder, w: Var, c: f64) -> Result<Var, TypeError> {
 impl Primitive for SoftmaxPullback {
     fn name(&self) -> &str {
         "softmax_pullback"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_softmax_pullback))
     }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         // c y_i (v_i - s): s = sum_j y_j v_j within γ_n sum_j |y_j v_j| <= γ_n n max|y| max|v|,
@@ -238,4 +242,15 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(Arc::new(SoftmaxPullback { axis, scale }) as Prim)
     });
     r.set_example("softmax_pullback", crate::ir::attrs_json(r#"{"axis": 0}"#));
+}
+
+/// c y (v - sum(y v)) at a softmax output y: sum(y v) lies in v's range, so |out| <= 2|c||v|.
+fn draw_softmax_pullback(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let (x, axis) = d.along_axis(8.0)?;
+    let y = d.op(|b| b.softmax(x.var, axis))?;
+    let v = d.partner(x)?;
+    let v = d.moderate(v, 8.0)?;
+    let c = d.grid(-2.0, 2.0);
+    let r = Interval::symmetric(2.0 * c.abs() * v.range.mag());
+    d.same(r, |b| b.softmax_pullback(y, v.var, axis, c))
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
@@ -32,6 +33,9 @@ impl RingKernel for Broadcast {
 impl Primitive for Broadcast {
     fn name(&self) -> &str {
         "broadcast"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_broadcast))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -159,6 +163,9 @@ impl Primitive for BroadcastRows {
     fn name(&self) -> &str {
         "broadcast_rows"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_broadcast_rows))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
     }
@@ -245,4 +252,48 @@ pub(crate) fn register(r: &mut Registry) {
         crate::ir::attrs_json(r#"{"shape": [1], "dims": [0]}"#),
     );
     r.set_example("broadcast_rows", crate::ir::attrs_json(r#"{"rows": 1}"#));
+}
+
+/// x's dims in order (size-1 dims sometimes expanded), new dims inserted around them.
+fn draw_broadcast(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let ty = d.ty(x.var);
+    let extra = d.int(0, d.max_rank().saturating_sub(ty.rank()).min(2));
+    let rank = ty.rank() + extra;
+    let mut slots: Vec<bool> = vec![true; ty.rank()];
+    slots.extend(vec![false; extra]);
+    for i in (1..slots.len()).rev() {
+        let j = d.int(0, i);
+        slots.swap(i, j);
+    }
+    let mut shape = Vec::with_capacity(rank);
+    let mut dims = Vec::with_capacity(ty.rank());
+    let mut k = 0;
+    for (r, &is_old) in slots.iter().enumerate() {
+        if is_old {
+            let n = ty.dims()[k];
+            shape.push(if n == 1 && d.chance(0.5) {
+                d.int(1, d.max_dim())
+            } else {
+                n
+            });
+            dims.push(r);
+            k += 1;
+        } else {
+            shape.push(d.int(1, d.max_dim()));
+        }
+    }
+    d.same(x.range, |b| b.broadcast(x.var, shape, dims))
+}
+
+fn draw_broadcast_rows(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let ty = d.ty(x.var);
+    let v = if ty.rank() == 1 {
+        x
+    } else {
+        d.same(x.range, |b| b.reshape(x.var, [ty.numel()]))?
+    };
+    let rows = d.int(1, d.max_dim());
+    d.same(v.range, |b| b.broadcast_rows(v.var, rows))
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::{eval_ring, eval_ring_rational, float_operand, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
@@ -24,6 +25,9 @@ impl RingKernel for Concat {
 impl Primitive for Concat {
     fn name(&self) -> &str {
         "concat"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(2, draw_concat))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -148,4 +152,34 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(Arc::new(Concat { axis }) as Prim)
     });
     r.set_example("concat", crate::ir::attrs_json(r#"{"axis": 0}"#));
+}
+
+/// x with up to two parts of a fitting type (x again, a pooled value or a constant).
+fn draw_concat(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.ranked(x)?;
+    let ty = d.ty(x.var);
+    let axis = d.below(ty.rank());
+    let fits = |t: &TensorType| {
+        t.dtype == ty.dtype
+            && t.rank() == ty.rank()
+            && (0..t.rank()).all(|k| k == axis || t.dims()[k] == ty.dims()[k])
+            && t.dims()[axis] <= 4
+    };
+    let mut parts = vec![x];
+    let extra = d.int(0, 2);
+    for _ in 0..extra {
+        let p = if d.chance(0.3) {
+            x
+        } else {
+            match d.pick_where(&fits) {
+                Some(v) => v,
+                None => d.constant_of(&ty)?,
+            }
+        };
+        parts.push(p);
+    }
+    let r = parts.iter().fold(x.range, |acc, p| acc.hull(p.range));
+    let vars: Vec<Var> = parts.iter().map(|p| p.var).collect();
+    d.same(r, |b| b.concat(&vars, axis))
 }

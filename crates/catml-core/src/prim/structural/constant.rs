@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::arity;
 use crate::tensor::{rational_from_f64, Array, RArray, Shape, Tensor, TensorType};
 
@@ -22,6 +23,9 @@ impl Constant {
 impl Primitive for Constant {
     fn name(&self) -> &str {
         "constant"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_constant))
     }
     fn fragment(&self) -> crate::ir::Fragment {
         crate::ir::Fragment::Core
@@ -98,4 +102,10 @@ pub(crate) fn register(r: &mut Registry) {
         "constant",
         crate::ir::attrs_json(r#"{"value": {"dtype": "f64", "shape": [], "data": [0.0]}}"#),
     );
+}
+
+fn draw_constant(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let dtype = d.some_dtype();
+    let ty = TensorType::new(dtype, d.shape());
+    d.constant_of(&ty)
 }

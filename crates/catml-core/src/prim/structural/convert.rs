@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::arity;
 use crate::prim::Ops;
 use crate::tensor::{Array, DType, RArray, Tensor, TensorType};
@@ -18,6 +19,9 @@ pub struct Convert {
 impl Primitive for Convert {
     fn name(&self) -> &str {
         "convert"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_convert))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         // Operands are f32 values in both runs, so both conversions give the same numbers.
@@ -105,4 +109,20 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(Arc::new(Convert { dtype }) as Prim)
     });
     r.set_example("convert", crate::ir::attrs_json(r#"{"dtype": "f64"}"#));
+}
+
+/// To the other float dtype, and half the time back, so the rest of the program keeps one
+/// dtype more often.
+fn draw_convert(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let from = d.ty(x.var).dtype;
+    let to = match from {
+        DType::F32 => DType::F64,
+        _ => DType::F32,
+    };
+    let y = d.same(x.range, |b| b.convert(x.var, to))?;
+    if d.chance(0.5) {
+        return d.same(y.range, |b| b.convert(y.var, from));
+    }
+    Ok(y)
 }

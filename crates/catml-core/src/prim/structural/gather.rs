@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
@@ -59,6 +60,9 @@ impl RingKernel for Gather {
 impl Primitive for Gather {
     fn name(&self) -> &str {
         "gather"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(2, draw_gather))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -158,6 +162,9 @@ impl Primitive for ScatterAdd {
     fn name(&self) -> &str {
         "scatter_add"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_scatter_add))
+    }
     fn f32_budget(&self, inputs: &[TensorType], output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::sum(inputs[0].numel() * self.size / output.numel().max(1))
     }
@@ -248,4 +255,29 @@ pub(crate) fn register(r: &mut Registry) {
         "scatter_add",
         crate::ir::attrs_json(r#"{"axis": 0, "indices": [0], "size": 1}"#),
     );
+}
+
+fn draw_gather(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.ranked(x)?;
+    let ty = d.ty(x.var);
+    let axis = d.below(ty.rank());
+    let size = ty.dims()[axis];
+    let len = d.int(1, d.max_dim());
+    let indices: Vec<usize> = (0..len).map(|_| d.below(size)).collect();
+    d.same(x.range, |b| b.gather(x.var, axis, indices))
+}
+
+/// n slices scattered: at most n terms meet at one index.
+fn draw_scatter_add(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.ranked(x)?;
+    let ty = d.ty(x.var);
+    let axis = d.below(ty.rank());
+    let n = ty.dims()[axis];
+    let size = d.int(1, d.max_dim());
+    let indices: Vec<usize> = (0..n).map(|_| d.below(size)).collect();
+    let nf = n as f64;
+    let r = Interval::new((nf * x.range.lo).min(0.0), (nf * x.range.hi).max(0.0));
+    d.same(r, |b| b.scatter_add(x.var, axis, indices, size))
 }

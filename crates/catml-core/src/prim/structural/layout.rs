@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
@@ -30,6 +31,9 @@ impl RingKernel for Reshape {
 impl Primitive for Reshape {
     fn name(&self) -> &str {
         "reshape"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(2, draw_reshape))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -125,6 +129,9 @@ impl Primitive for Permute {
     fn name(&self) -> &str {
         "permute"
     }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_permute))
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
     }
@@ -205,4 +212,39 @@ pub(crate) fn register(r: &mut Registry) {
     });
     r.set_example("reshape", crate::ir::attrs_json(r#"{"shape": [1]}"#));
     r.set_example("permute", crate::ir::attrs_json(r#"{"perm": [0]}"#));
+}
+
+/// Sometimes to the operand's own shape (an identity), else a random factorisation of its
+/// numel into at most max_rank factors.
+fn draw_reshape(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let ty = d.ty(x.var);
+    let shape = if d.chance(0.3) {
+        ty.shape.clone()
+    } else {
+        let mut n = ty.numel();
+        let mut dims = Vec::new();
+        while n > 1 && dims.len() + 1 < d.max_rank().max(1) && d.chance(0.6) {
+            let divs: Vec<usize> = (2..=n).filter(|k| n % k == 0).collect();
+            let k = divs[d.below(divs.len())];
+            dims.push(k);
+            n /= k;
+        }
+        if n > 1 || (dims.is_empty() && d.max_rank() > 0 && d.chance(0.5)) {
+            dims.push(n);
+        }
+        Shape::new(dims)
+    };
+    d.same(x.range, |b| b.reshape(x.var, shape))
+}
+
+fn draw_permute(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let rank = d.ty(x.var).rank();
+    let mut perm: Vec<usize> = (0..rank).collect();
+    for i in (1..rank).rev() {
+        let j = d.int(0, i);
+        perm.swap(i, j);
+    }
+    d.same(x.range, |b| b.permute(x.var, perm))
 }

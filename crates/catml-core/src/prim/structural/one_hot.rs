@@ -11,6 +11,8 @@ use crate::ir::{
 use crate::prim::dispatch::arity;
 use num_traits::ToPrimitive;
 
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
+use crate::prim::Ops;
 use crate::tensor::{Array, DType, Element, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,6 +74,9 @@ fn encode<T: Element>(idx: &[i64], classes: usize) -> Result<Vec<T>, KernelError
 impl Primitive for OneHot {
     fn name(&self) -> &str {
         "one_hot"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_one_hot))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -166,4 +171,12 @@ pub(crate) fn register(r: &mut Registry) {
         "one_hot",
         crate::ir::attrs_json(r#"{"classes": 2, "dtype": "f64"}"#),
     );
+}
+
+fn draw_one_hot(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let dtype = d.some_dtype();
+    let dims = d.index_dims();
+    let classes = d.int(1, d.max_dim());
+    let idx = d.indices(&dims, classes)?;
+    d.same(Interval::new(0.0, 1.0), |b| b.one_hot(idx, classes, dtype))
 }

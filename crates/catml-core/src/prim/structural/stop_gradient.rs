@@ -5,7 +5,9 @@ use std::sync::Arc;
 use crate::ir::{
     Builder, KernelError, Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::prim::dispatch::unary_float;
+use crate::prim::Ops;
 use crate::tensor::{RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy)]
@@ -14,6 +16,9 @@ pub struct StopGradient;
 impl Primitive for StopGradient {
     fn name(&self) -> &str {
         "stop_gradient"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_stop_gradient))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -66,4 +71,9 @@ impl Primitive for StopGradient {
 
 pub(crate) fn register(r: &mut Registry) {
     crate::prim::register_unit(r, "stop_gradient", || Arc::new(StopGradient) as Prim);
+}
+
+fn draw_stop_gradient(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    d.same(x.range, |b| b.stop_gradient(x.var))
 }

@@ -14,6 +14,7 @@ use super::one_hot::{checked_index, index_operand, rational_indices};
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
+use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, float_operand};
 use crate::prim::linalg::matmul::MatMul;
 use crate::prim::Ops;
@@ -69,6 +70,9 @@ pub struct Take;
 impl Primitive for Take {
     fn name(&self) -> &str {
         "take"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_take))
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
@@ -146,6 +150,9 @@ pub struct ScatterRows {
 impl Primitive for ScatterRows {
     fn name(&self) -> &str {
         "scatter_rows"
+    }
+    fn drawing(&self) -> Option<Drawing> {
+        Some(Drawing::new(1, draw_scatter_rows))
     }
     fn f32_budget(&self, inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::sum(inputs[1].numel())
@@ -228,4 +235,27 @@ pub(crate) fn register(r: &mut Registry) {
         Ok(Arc::new(ScatterRows { rows }) as Prim)
     });
     r.set_example("scatter_rows", crate::ir::attrs_json(r#"{"rows": 1}"#));
+}
+
+fn draw_take(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let table = d.matrix(x)?;
+    let rows = d.ty(table.var).dims()[0];
+    let dims = d.index_dims();
+    let idx = d.indices(&dims, rows)?;
+    d.same(table.range, |b| b.take(table.var, idx))
+}
+
+/// Rows of u (..., D) added at indices into (rows, D): at most numel(indices) terms meet.
+fn draw_scatter_rows(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+    let x = d.pick();
+    let x = d.moderate(x, 8.0)?;
+    let x = d.ranked(x)?;
+    let ud = d.ty(x.var).dims().to_vec();
+    let lead = &ud[..ud.len() - 1];
+    let rows = d.int(1, d.max_dim());
+    let idx = d.indices(lead, rows)?;
+    let n = lead.iter().product::<usize>() as f64;
+    let r = Interval::new(n * x.range.lo.min(0.0), n * x.range.hi.max(0.0));
+    d.same(r, |b| b.scatter_rows(x.var, idx, rows))
 }

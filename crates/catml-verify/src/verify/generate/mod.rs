@@ -6,36 +6,37 @@
 //! `concat(x, x)`), repeated outputs, unused inputs, dead nodes, identity reshapes and (on
 //! request) tags and names that need quoting.
 //!
+//! Each primitive says how to draw an application of itself
+//! ([`Primitive::drawing`](crate::ir::Primitive::drawing)): a relative weight and a rule written
+//! beside its other rules, against the drawing interface [`Draw`] that [`Gen`] implements here.
+//! A new primitive is drawn once it has a drawing rule; the bundle lists registered primitives
+//! without one (`uncovered_primitives`).
+//!
 //! Domains are respected by construction. Every value carries an interval `[lo, hi]` holding all
 //! of its elements whenever every input lies in `[-1, 1]` (interval arithmetic, sound for each
-//! rule below), and:
-//! - log, rsqrt and reciprocal read only values made positive with margin: `x ⊙ x + c` with
-//!   `c >= 1/4`, or `exp(x)` with `|x| <= 2` (so `>= e^-2`); reciprocal sometimes reads the
-//!   negation of such a value;
+//! rule), and:
+//! - log, rsqrt, reciprocal and the rows with restricted domains read only values made positive
+//!   with margin ([`Draw::positive`]): `x ⊙ x + c` with `c >= 1/4`, or `exp(x)` with `|x| <= 2`
+//!   (so `>= e^-2`); a nonzero operand is sometimes the negation of such a value;
 //! - values stay moderate: an operand whose magnitude `max(|lo|, |hi|)` exceeds a cap is first
 //!   multiplied by a power of two `2^-k` (exact in floating point and over rationals);
 //! - exp reads values of magnitude at most 2.
 //!
-//! Helpers may add structural nodes (reshape, mul by a constant, broadcast of a constant) to fit
+//! Rules may add structural nodes (reshape, mul by a constant, broadcast of a constant) to fit
 //! operands, whatever primitives are selected.
-//!
-//! **Adding a primitive** (a composite such as conv, pooling, softmax, layer_norm, attention or
-//! take): write one `fn gen_<name>(g: &mut Gen) -> Result<Val, GenError>` that picks operands
-//! (`g.pick()`, `g.partner(x)`, `g.matrix(x)`, `g.weight(ty)`, `g.moderate(x, cap)`,
-//! `g.positive(x)`), applies the primitive with `g.apply` and returns the result with its
-//! interval, then add one row to [`ENTRIES`] (both in `generate/entries.rs`). The bundle lists registered primitives that have
-//! no row (`uncovered_primitives`).
 
 use std::sync::Arc;
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::ir::{BuildError, Builder, InputKind, Prim, Program, TypeError, Var};
+use crate::ir::{
+    BuildError, Builder, Draw, DrawError, Drawing, InputKind, Prim, Program, TypeError, Var,
+};
 use crate::prim::{self, Ops};
 use crate::tensor::{DType, Shape, Tensor, TensorType};
 
-pub use crate::prim::elementwise::Interval;
+pub use crate::ir::{Drawn, Interval};
 
 /// An extra elementwise primitive for the generator (a user's custom primitive, or a deliberately
 /// wrong rule in a test): applied to values of magnitude <= `cap`, its result lies in
@@ -61,9 +62,9 @@ pub struct GenConfig {
     pub dtype: DType,
     pub max_rank: usize,
     pub max_dim: usize,
-    /// Names of the [`ENTRIES`] to draw from (helpers may use others structurally).
+    /// Names of the primitives to draw (their drawing rules may apply others to fit operands).
     pub prims: Vec<String>,
-    /// Extra elementwise primitives, drawn like entries.
+    /// Extra elementwise primitives, drawn like the others.
     pub extra_unary: Vec<UnaryEntry>,
     /// Fixed data input types (for programs that must compose with others).
     pub input_types: Option<Vec<TensorType>>,
@@ -109,8 +110,8 @@ impl Default for GenConfig {
 }
 
 impl GenConfig {
-    /// Only the entries that are smooth where generated and whose rules are exact derivatives
-    /// (finite differences apply): no relu, step, stop_gradient or convert.
+    /// Only the primitives that are smooth where generated and whose rules are exact
+    /// derivatives (finite differences apply): no relu, step, stop_gradient or convert.
     pub fn smooth(mut self) -> GenConfig {
         self.prims = smooth_names();
         self
@@ -122,40 +123,43 @@ impl GenConfig {
     }
 }
 
-/// Why a program could not be generated (a generator defect: entries must always fit).
+/// Why a program could not be generated (a generator defect: drawing rules must always fit).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum GenError {
-    #[error("generator entry `{entry}`: {source}")]
+    #[error("drawing `{entry}`: {source}")]
     Type { entry: String, source: TypeError },
     #[error("generator: {0}")]
     Build(#[from] BuildError),
-    #[error("unknown generator entry `{0}`")]
+    #[error("no drawing rule for `{0}`")]
     UnknownEntry(String),
     #[error("no primitives selected")]
     Empty,
 }
 
-/// A value in the pool: its variable and the interval holding its elements.
-#[derive(Debug, Clone, Copy)]
-pub struct Val {
-    pub var: Var,
-    pub range: Interval,
+impl GenError {
+    /// A drawing error met while drawing `entry`.
+    fn drawing(entry: &str, e: DrawError) -> GenError {
+        match e {
+            DrawError::Type(source) => GenError::Type {
+                entry: entry.to_string(),
+                source,
+            },
+            DrawError::Build(e) => GenError::Build(e),
+        }
+    }
 }
 
-mod composites;
-mod entries;
-mod rows;
-mod windows;
+/// How the built-in primitive `name` is drawn, if it is registered with a drawing rule.
+pub fn drawing(name: &str) -> Option<Drawing> {
+    prim::builtins().example(name)?.drawing()
+}
 
-pub use entries::{Entry, ENTRIES};
-
-/// Every entry's name, then every elementwise row's.
+/// The names of every built-in primitive with a drawing rule.
 pub fn all_names() -> Vec<String> {
-    ENTRIES
-        .iter()
-        .map(|e| e.name)
-        .chain(rows::names())
+    prim::builtins()
+        .names()
+        .filter(|n| drawing(n).is_some())
         .map(str::to_string)
         .collect()
 }
@@ -172,10 +176,9 @@ pub fn smooth_names() -> Vec<String> {
 
 /// Registered primitives the generator cannot draw.
 pub fn uncovered(registry: &crate::ir::Registry) -> Vec<String> {
-    let drawn = all_names();
     registry
         .names()
-        .filter(|n| !drawn.iter().any(|d| d == n))
+        .filter(|n| registry.example(n).and_then(|p| p.drawing()).is_none())
         .map(str::to_string)
         .collect()
 }
@@ -196,21 +199,18 @@ const EXOTIC: &[&str] = &[
     ")",
 ];
 
-/// The generator's state while it builds one program.
+/// The generator's state while it builds one program: what drawing rules see through [`Draw`].
 pub struct Gen<'a> {
     cfg: &'a GenConfig,
     rng: ChaCha8Rng,
     b: Builder,
-    vals: Vec<Val>,
+    vals: Vec<Drawn>,
     n_weights: usize,
-    entry: String,
 }
 
 /// What one generator step may apply.
 enum Choice<'a> {
-    Entry(&'a Entry),
-    Unary(&'static prim::elementwise::UnaryRow),
-    Binary(&'static prim::elementwise::BinaryRow),
+    Rule(&'a str, Drawing),
     Extra(&'a UnaryEntry),
 }
 
@@ -227,14 +227,8 @@ pub fn generate_with_ranges(
 ) -> Result<(Program, Vec<Interval>), GenError> {
     let mut choices: Vec<(u32, Choice)> = Vec::new();
     for name in &cfg.prims {
-        let c = match ENTRIES.iter().find(|e| e.name == name) {
-            Some(e) => (e.weight, Choice::Entry(e)),
-            None => (
-                1,
-                rows::choice(name).ok_or_else(|| GenError::UnknownEntry(name.clone()))?,
-            ),
-        };
-        choices.push(c);
+        let d = drawing(name).ok_or_else(|| GenError::UnknownEntry(name.clone()))?;
+        choices.push((d.weight, Choice::Rule(name, d)));
     }
     for u in &cfg.extra_unary {
         choices.push((2, Choice::Extra(u)));
@@ -249,9 +243,9 @@ pub fn generate_with_ranges(
         b: Builder::new(),
         vals: Vec::new(),
         n_weights: 0,
-        entry: "inputs".to_string(),
     };
-    g.declare_inputs()?;
+    g.declare_inputs()
+        .map_err(|e| GenError::drawing("inputs", e))?;
     let tags = ["enc", "dec", "block 1"];
     for _ in 0..cfg.n_nodes {
         if cfg.tags && g.rng.random_bool(0.3) {
@@ -271,21 +265,9 @@ pub fn generate_with_ranges(
             })
             .expect("r < total");
         let v = match c {
-            Choice::Entry(e) => {
-                g.entry = e.name.to_string();
-                (e.build)(&mut g)?
-            }
-            Choice::Unary(row) => {
-                g.entry = row.name.to_string();
-                rows::gen_unary(&mut g, row)?
-            }
-            Choice::Binary(row) => {
-                g.entry = row.name.to_string();
-                rows::gen_binary(&mut g, row)?
-            }
+            Choice::Rule(name, d) => d.draw(&mut g).map_err(|e| GenError::drawing(name, e))?,
             Choice::Extra(u) => {
-                g.entry = u.prim.name().to_string();
-                gen_extra_unary(&mut g, u)?
+                gen_extra_unary(&mut g, u).map_err(|e| GenError::drawing(u.prim.name(), e))?
             }
         };
         g.vals.push(v);
@@ -306,27 +288,11 @@ pub fn generate_with_ranges(
 }
 
 impl Gen<'_> {
-    fn err(&self) -> impl Fn(TypeError) -> GenError + '_ {
-        move |source| GenError::Type {
-            entry: self.entry.clone(),
-            source,
-        }
-    }
-
-    fn ty(&self, v: Val) -> TensorType {
-        self.b.ty(v.var).clone()
-    }
-
     fn random_shape(&mut self) -> Shape {
-        let rank = self.rng.random_range(0..=self.cfg.max_rank);
-        Shape::new(
-            (0..rank)
-                .map(|_| self.rng.random_range(1..=self.cfg.max_dim))
-                .collect::<Vec<_>>(),
-        )
+        Shape::new((self as &mut dyn Draw).shape())
     }
 
-    fn declare_inputs(&mut self) -> Result<(), GenError> {
+    fn declare_inputs(&mut self) -> Result<(), DrawError> {
         let p = self.cfg.name_prefix.clone();
         let data: Vec<TensorType> = match &self.cfg.input_types {
             Some(t) => t.clone(),
@@ -338,13 +304,13 @@ impl Gen<'_> {
         let ranges = self.cfg.input_ranges.clone().unwrap_or_default();
         for (i, ty) in data.into_iter().enumerate() {
             let name = if exotic && self.rng.random_bool(0.4) {
-                let k = self.uniform(EXOTIC.len());
+                let k = self.rng.random_range(0..EXOTIC.len());
                 self.b.fresh_name(&format!("{p}{}", EXOTIC[k]))
             } else {
                 format!("{p}x{i}")
             };
             let var = self.b.input(&name, ty, InputKind::Data)?;
-            self.vals.push(Val {
+            self.vals.push(Drawn {
                 var,
                 range: ranges.get(i).copied().unwrap_or(Interval::symmetric(1.0)),
             });
@@ -357,7 +323,7 @@ impl Gen<'_> {
         for i in 0..self.cfg.n_params {
             let ty = TensorType::new(self.cfg.dtype, self.random_shape());
             let var = self.b.input(&format!("{p}p{i}"), ty, InputKind::Param)?;
-            self.vals.push(Val {
+            self.vals.push(Drawn {
                 var,
                 range: Interval::symmetric(1.0),
             });
@@ -381,7 +347,7 @@ impl Gen<'_> {
     }
 
     /// The last value that depends on an input, then random picks (repeats allowed).
-    fn choose_outputs(&mut self) -> Result<Vec<Val>, GenError> {
+    fn choose_outputs(&mut self) -> Result<Vec<Drawn>, GenError> {
         let n = self.rng.random_range(1..=self.cfg.max_outputs.max(1));
         let live = self.live()?;
         let first = (0..self.vals.len())
@@ -401,49 +367,76 @@ impl Gen<'_> {
         Ok(out)
     }
 
-    /// Applies a primitive (sometimes under an exotic name).
-    pub fn apply(&mut self, prim: Prim, operands: &[Var]) -> Result<Var, GenError> {
-        let r = if self.cfg.exotic_names && self.rng.random_bool(0.1) {
-            let hint = EXOTIC[self.rng.random_range(0..EXOTIC.len())];
-            self.b.apply_hinted(hint, prim, operands)
-        } else {
-            self.b.apply(prim, operands)
-        };
-        r.map_err(self.err())
+    /// n values on the grid of 1/256 in [lo, hi].
+    fn values(&mut self, n: usize, lo: f64, hi: f64) -> Vec<f64> {
+        (0..n)
+            .map(|_| (self as &mut dyn Draw).grid(lo, hi))
+            .collect()
+    }
+}
+
+impl Draw for Gen<'_> {
+    fn int(&mut self, lo: usize, hi: usize) -> usize {
+        self.rng.random_range(lo..=hi)
     }
 
-    /// Runs a builder method, mapping its type error.
-    fn op(
-        &mut self,
-        f: impl FnOnce(&mut Builder) -> Result<Var, TypeError>,
-    ) -> Result<Var, GenError> {
-        let r = f(&mut self.b);
-        r.map_err(self.err())
+    fn float(&mut self, lo: f64, hi: f64) -> f64 {
+        self.rng.random_range(lo..=hi)
     }
 
-    fn uniform(&mut self, n: usize) -> usize {
-        self.rng.random_range(0..n)
+    fn unit(&mut self) -> f64 {
+        self.rng.random::<f64>()
     }
 
     fn chance(&mut self, p: f64) -> bool {
         self.rng.random_bool(p)
     }
 
-    /// An operand: usually one of the latest values (deep chains), else any (shared subterms).
-    pub fn pick(&mut self) -> Val {
+    fn max_rank(&self) -> usize {
+        self.cfg.max_rank
+    }
+
+    fn max_dim(&self) -> usize {
+        self.cfg.max_dim
+    }
+
+    fn dtype(&self) -> DType {
+        self.cfg.dtype
+    }
+
+    fn ty(&self, v: Var) -> TensorType {
+        self.b.ty(v).clone()
+    }
+
+    fn builder(&mut self) -> &mut Builder {
+        &mut self.b
+    }
+
+    /// Applies a primitive (sometimes under an exotic name).
+    fn apply(&mut self, prim: Prim, operands: &[Var]) -> Result<Var, DrawError> {
+        let r = if self.cfg.exotic_names && self.rng.random_bool(0.1) {
+            let hint = EXOTIC[self.rng.random_range(0..EXOTIC.len())];
+            self.b.apply_hinted(hint, prim, operands)
+        } else {
+            self.b.apply(prim, operands)
+        };
+        Ok(r?)
+    }
+
+    /// Usually one of the latest values (deep chains), else any (shared subterms).
+    fn pick(&mut self) -> Drawn {
         let n = self.vals.len();
-        if self.chance(0.6) {
+        if self.rng.random_bool(0.6) {
             let k = self.rng.random_range(0..n.min(3));
             self.vals[n - 1 - k]
         } else {
-            let k = self.uniform(n);
+            let k = self.rng.random_range(0..n);
             self.vals[k]
         }
     }
 
-    /// A value satisfying `pred`, if the pool has one.
-    pub fn pick_where(&mut self, pred: impl Fn(&TensorType) -> bool) -> Option<Val> {
-        let ok: Vec<Val> = self
+    fn pick_where(&mut self, pred: &dyn Fn(&TensorType) -> bool) -> Option<Drawn> {
+        let ok: Vec<Drawn> = self
             .vals
             .iter()
             .copied()
@@ -452,23 +445,52 @@ impl Gen<'_> {
         if ok.is_empty() {
             None
         } else {
-            Some(ok[self.uniform(ok.len())])
+            Some(ok[self.rng.random_range(0..ok.len())])
         }
     }
 
-    /// Values on a grid of 1/256 in [lo, hi] (exact in f32, small over rationals).
-    fn values(&mut self, n: usize, lo: f64, hi: f64) -> Vec<f64> {
-        (0..n)
-            .map(|_| (self.rng.random_range(lo..=hi) * 256.0).round() / 256.0)
-            .collect()
+    /// `x` itself (a repeated operand) a quarter of the time, else another value of that
+    /// type, else a constant.
+    fn partner(&mut self, x: Drawn) -> Result<Drawn, DrawError> {
+        if self.chance(0.25) {
+            return Ok(x);
+        }
+        let ty = self.ty(x.var);
+        if self.chance(0.7) {
+            if let Some(v) = self.pick_where(&|t| *t == ty) {
+                return Ok(v);
+            }
+        }
+        self.constant_of(&ty)
     }
 
-    /// A constant of this type: a full tensor, or a broadcast scalar.
-    pub fn constant_of(&mut self, ty: &TensorType) -> Result<Val, GenError> {
+    /// An existing value, a new parameter input (when weights are parameters), or a constant.
+    fn weight(&mut self, ty: &TensorType) -> Result<Drawn, DrawError> {
+        if self.chance(0.3) {
+            if let Some(v) = self.pick_where(&|t| t == ty) {
+                return Ok(v);
+            }
+        }
+        if self.cfg.weights_as_params && self.chance(0.7) {
+            let name = format!("{}w{}", self.cfg.name_prefix, self.n_weights);
+            self.n_weights += 1;
+            let var = self.b.input(&name, ty.clone(), InputKind::Param)?;
+            let v = Drawn {
+                var,
+                range: Interval::symmetric(1.0),
+            };
+            self.vals.push(v);
+            return Ok(v);
+        }
+        self.constant_of(ty)
+    }
+
+    /// A full tensor, or a broadcast scalar, of grid values in [-1, 1].
+    fn constant_of(&mut self, ty: &TensorType) -> Result<Drawn, DrawError> {
         if ty.rank() > 0 && self.chance(0.4) {
             let c = self.values(1, -1.0, 1.0)[0];
-            let var = self.op(|b| b.full(c, ty))?;
-            return Ok(Val {
+            let var = self.b.full(c, ty)?;
+            return Ok(Drawn {
                 var,
                 range: Interval::new(c, c),
             });
@@ -480,127 +502,39 @@ impl Gen<'_> {
         );
         let t = Tensor::from_f64s(ty.dtype, ty.shape.clone(), data).expect("numel values");
         let var = self.apply(Arc::new(prim::Constant::new(t)), &[])?;
-        Ok(Val { var, range })
+        Ok(Drawn { var, range })
     }
 
-    /// A second operand of `x`'s type: `x` itself (repeated operand), another value of that type,
-    /// or a constant.
-    pub fn partner(&mut self, x: Val) -> Result<Val, GenError> {
-        if self.chance(0.25) {
-            return Ok(x);
-        }
-        let ty = self.ty(x);
-        if self.chance(0.7) {
-            if let Some(v) = self.pick_where(|t| *t == ty) {
-                return Ok(v);
-            }
-        }
-        self.constant_of(&ty)
-    }
-
-    /// A weight of this type: an existing value, a new parameter input, or a constant.
-    pub fn weight(&mut self, ty: &TensorType) -> Result<Val, GenError> {
-        if self.chance(0.3) {
-            if let Some(v) = self.pick_where(|t| t == ty) {
-                return Ok(v);
-            }
-        }
-        if self.cfg.weights_as_params && self.chance(0.7) {
-            let name = format!("{}w{}", self.cfg.name_prefix, self.n_weights);
-            self.n_weights += 1;
-            let var = self.b.input(&name, ty.clone(), InputKind::Param)?;
-            let v = Val {
-                var,
-                range: Interval::symmetric(1.0),
-            };
-            self.vals.push(v);
-            return Ok(v);
-        }
-        self.constant_of(ty)
-    }
-
-    /// `x` scaled by a power of two so its magnitude is at most `cap`.
-    pub fn moderate(&mut self, x: Val, cap: f64) -> Result<Val, GenError> {
-        let m = x.range.mag();
-        if m <= cap {
-            return Ok(x);
-        }
-        let k = (m / cap).log2().ceil() as i32;
-        let c = 2f64.powi(-k);
-        let var = self.op(|b| b.scale(x.var, c))?;
-        Ok(Val {
-            var,
-            range: x.range.scale(c),
-        })
-    }
-
-    /// A value of `x`'s type whose elements are >= 0.1: `x` itself if it already is, else
-    /// `exp(x')` or `x' ⊙ x' + c` with `x'` moderated and `c` in [1/4, 5/4].
-    pub fn positive(&mut self, x: Val) -> Result<Val, GenError> {
+    /// `x` itself if its elements are >= 0.1, else `exp(x')` (when exp is selected) or
+    /// `x' ⊙ x' + c` with `x'` moderated to 2 and `c` in [1/4, 5/4].
+    fn positive(&mut self, x: Drawn) -> Result<Drawn, DrawError> {
         if x.range.lo >= 0.1 {
             return Ok(x);
         }
-        let m = self.moderate(x, 2.0)?;
+        let m = (self as &mut dyn Draw).moderate(x, 2.0)?;
         if self.cfg.prims.iter().any(|p| p == "exp") && self.chance(0.4) {
-            let var = self.op(|b| b.exp(m.var))?;
-            return Ok(Val {
+            let var = self.b.exp(m.var)?;
+            return Ok(Drawn {
                 var,
                 range: m.range.increasing(f64::exp),
             });
         }
-        let sq = self.op(|b| b.mul(m.var, m.var))?;
+        let sq = self.b.mul(m.var, m.var)?;
         let c = self.values(1, 0.25, 1.25)[0].max(0.25);
-        let cv = self.op(|b| b.full_like(c, sq))?;
-        let var = self.op(|b| b.add(sq, cv))?;
-        Ok(Val {
+        let cv = self.b.full_like(c, sq)?;
+        let var = self.b.add(sq, cv)?;
+        Ok(Drawn {
             var,
             range: m.range.square().plus(Interval::new(c, c)),
         })
     }
-
-    /// `x` as a matrix (reshaped to (a, b) with a·b = numel if it is not one).
-    pub fn matrix(&mut self, x: Val) -> Result<Val, GenError> {
-        let ty = self.ty(x);
-        if ty.rank() == 2 {
-            return Ok(x);
-        }
-        let n = ty.numel();
-        let divs: Vec<usize> = (1..=n).filter(|d| n % d == 0).collect();
-        let a = divs[self.uniform(divs.len())];
-        let var = self.op(|b| b.reshape(x.var, [a, n / a]))?;
-        Ok(Val {
-            var,
-            range: x.range,
-        })
-    }
-
-    /// `x` with rank at least one (a scalar becomes shape `[1]`).
-    pub fn ranked(&mut self, x: Val) -> Result<Val, GenError> {
-        if self.ty(x).rank() > 0 {
-            return Ok(x);
-        }
-        let var = self.op(|b| b.reshape(x.var, [1]))?;
-        Ok(Val {
-            var,
-            range: x.range,
-        })
-    }
-
-    fn same(
-        &mut self,
-        range: Interval,
-        f: impl FnOnce(&mut Builder) -> Result<Var, TypeError>,
-    ) -> Result<Val, GenError> {
-        let var = self.op(f)?;
-        Ok(Val { var, range })
-    }
 }
 
-fn gen_extra_unary(g: &mut Gen, u: &UnaryEntry) -> Result<Val, GenError> {
+fn gen_extra_unary(g: &mut Gen, u: &UnaryEntry) -> Result<Drawn, DrawError> {
     let x = g.pick();
-    let x = g.moderate(x, u.cap)?;
+    let x = (g as &mut dyn Draw).moderate(x, u.cap)?;
     let var = g.apply(u.prim.clone(), &[x.var])?;
-    Ok(Val {
+    Ok(Drawn {
         var,
         range: (u.range)(x.range),
     })
@@ -626,11 +560,8 @@ mod tests {
     use crate::interp;
 
     #[test]
-    fn every_entry_names_a_registered_primitive() {
-        let r = prim::registry();
-        for e in ENTRIES {
-            assert!(r.contains(e.name), "entry `{}` is not registered", e.name);
-        }
+    fn every_built_in_primitive_has_a_drawing_rule() {
+        assert_eq!(uncovered(prim::builtins()), Vec::<String>::new());
     }
 
     #[test]
@@ -663,7 +594,7 @@ mod tests {
     }
 
     #[test]
-    fn every_entry_is_generated() {
+    fn every_drawn_primitive_is_generated() {
         let mut seen = std::collections::BTreeSet::new();
         let cfg = GenConfig::default();
         for seed in 0..200 {
@@ -671,8 +602,8 @@ mod tests {
                 seen.insert(n.prim.name().to_string());
             }
         }
-        for e in ENTRIES {
-            assert!(seen.contains(e.name), "never generated `{}`", e.name);
+        for name in all_names() {
+            assert!(seen.contains(&name), "never generated `{name}`");
         }
     }
 }
