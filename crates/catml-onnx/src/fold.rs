@@ -196,7 +196,10 @@ pub fn fold(
             let steps = int(4);
             Some(slice(c, &starts, &ends, axes.as_deref(), steps.as_deref()).map_err(err))
         }
-        "ReduceProd" | "ReduceSum" | "ReduceMax" | "ReduceMin" if any_int => {
+        // The axes operand is always integer: the data operand decides.
+        "ReduceProd" | "ReduceSum" | "ReduceMax" | "ReduceMin"
+            if get(0).is_some_and(|c| !c.is_float()) =>
+        {
             let c = get(0)?;
             let axes = if opset >= 18 || (node.op_type == "ReduceSum" && opset >= 13) {
                 int(1)

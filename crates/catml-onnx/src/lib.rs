@@ -1,8 +1,9 @@
-//! ONNX import: a `ModelProto` becomes a CatML [`Program`](catml_core::ir::Program) whose inputs are
+//! ONNX import and export. Import: a `ModelProto` becomes a CatML [`Program`](catml_core::ir::Program) whose inputs are
 //! the graph inputs (data) and the float initializers (parameters, with their values), and whose
 //! outputs are the graph outputs. Each node maps onto CatML primitives or a composition of
 //! them; values computed only from constants (shape arithmetic) are folded at import, so the
-//! program is fully typed for the given input shapes.
+//! program is fully typed for the given input shapes. Export ([`export`], [`export_vjp`],
+//! [`export_jvp`], [`write_model`]) writes a program or its derivative program as a model.
 //!
 //! ```no_run
 //! use catml_onnx::{read_file, Shapes};
@@ -14,6 +15,7 @@
 #[macro_use]
 mod ctx;
 mod error;
+mod export;
 mod fold;
 mod import;
 mod konst;
@@ -25,6 +27,10 @@ mod read;
 use std::path::Path;
 
 pub use error::OnnxError;
+pub use export::{
+    export, export_jvp, export_vjp, write_model, ExportError, ExportOptions, Exported,
+    DEFAULT_EXPORT_OPSET, MAX_EXPORT_OPSET, MIN_EXPORT_OPSET,
+};
 pub use import::{
     import, import_bound, opset_of, unsupported_nodes, Bound, Imported, Shapes, MAX_OPSET,
     MIN_OPSET,

@@ -226,6 +226,7 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
         "Sqrt" => c.prim("sqrt", json!({}), &[x])?,
         "Sin" => c.prim("sin", json!({}), &[x])?,
         "Cos" => c.prim("cos", json!({}), &[x])?,
+        "Atan" => c.prim("atan", json!({}), &[x])?,
         "Erf" => c.prim("erf", json!({}), &[x])?,
         "Floor" => c.prim("floor", json!({}), &[x])?,
         "Ceil" => c.prim("ceil", json!({}), &[x])?,
@@ -311,7 +312,12 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
         "Gelu" => {
             let approx = c.string("approximate", "none")?;
             if catml_core::prim::builtins().contains("gelu") {
-                c.prim("gelu", json!({"approximate": approx}), &[x])?
+                let tanh = match approx.as_str() {
+                    "none" => false,
+                    "tanh" => true,
+                    other => return Err(c.unsupported(format!("approximate=\"{other}\""))),
+                };
+                c.prim("gelu", json!({ "approximate": tanh }), &[x])?
             } else if approx == "tanh" {
                 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
                 let x2 = t!(c, c.b.mul(x, x))?;

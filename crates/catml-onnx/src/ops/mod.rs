@@ -40,6 +40,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("Sqrt", elementwise::unary),
     ("Sin", elementwise::unary),
     ("Cos", elementwise::unary),
+    ("Atan", elementwise::unary),
     ("Erf", elementwise::unary),
     ("Floor", elementwise::unary),
     ("Ceil", elementwise::unary),

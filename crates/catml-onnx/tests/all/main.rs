@@ -1,5 +1,7 @@
 //! The catml-onnx integration tests, one binary.
 
 mod common;
+mod export_errors;
+mod export_roundtrip;
 mod hostile;
 mod import;

@@ -1,0 +1,243 @@
+//! The elementwise family: arithmetic, the unary maps and the rows of `prim::elementwise`.
+//! Most are one ONNX operator of the same name; the rest are short compositions.
+
+use catml_core::tensor::DType;
+
+use super::families::MapFn;
+use super::graph::{Mapped, Site};
+use super::proto_build::{attribute, elem_of, Attr};
+use super::ExportError;
+
+type R = Result<Mapped, ExportError>;
+
+/// Primitives that are exactly one ONNX operator on the same operands.
+const SAME: &[(&str, &str)] = &[
+    ("add", "Add"),
+    ("sub", "Sub"),
+    ("mul", "Mul"),
+    ("div", "Div"),
+    ("neg", "Neg"),
+    ("exp", "Exp"),
+    ("log", "Log"),
+    ("tanh", "Tanh"),
+    ("sigmoid", "Sigmoid"),
+    ("relu", "Relu"),
+    ("reciprocal", "Reciprocal"),
+    ("sqrt", "Sqrt"),
+    ("abs", "Abs"),
+    ("sign", "Sign"),
+    ("atan", "Atan"),
+    ("erf", "Erf"),
+    ("floor", "Floor"),
+    ("ceil", "Ceil"),
+    ("round", "Round"),
+    ("pow", "Pow"),
+    ("maximum", "Max"),
+    ("minimum", "Min"),
+];
+
+pub(crate) const OPS: &[(&str, MapFn)] = &[
+    ("add", same),
+    ("sub", same),
+    ("mul", same),
+    ("div", same),
+    ("neg", same),
+    ("exp", same),
+    ("log", same),
+    ("tanh", same),
+    ("sigmoid", same),
+    ("relu", same),
+    ("reciprocal", same),
+    ("sqrt", same),
+    ("abs", same),
+    ("sign", same),
+    ("sin", sin),
+    ("cos", cos),
+    ("atan", same),
+    ("erf", same),
+    ("floor", same),
+    ("ceil", same),
+    ("round", same),
+    ("softplus", softplus),
+    ("pow", same),
+    ("maximum", same),
+    ("minimum", same),
+    ("rsqrt", rsqrt),
+    ("square", square),
+    ("log1p", log1p),
+    ("expm1", expm1),
+    ("step", step),
+    ("leaky_relu", leaky_relu),
+    ("elu", elu),
+    ("gelu", gelu),
+    ("clip", clip),
+    ("powi", powi),
+];
+
+fn same(s: &mut Site) -> R {
+    let op = SAME
+        .iter()
+        .find(|(n, _)| *n == s.prim.name())
+        .map(|(_, o)| *o)
+        .expect("every `same` entry has its operator");
+    let x: Vec<String> = s.x.clone();
+    let refs: Vec<&str> = x.iter().map(String::as_str).collect();
+    Ok(s.emit(op, &refs, vec![]))
+}
+
+/// 1 / √x
+fn rsqrt(s: &mut Site) -> R {
+    let x = s.x[0].clone();
+    let r = s.tmp("Sqrt", &[&x], vec![]);
+    Ok(s.emit("Reciprocal", &[&r], vec![]))
+}
+
+fn square(s: &mut Site) -> R {
+    let x = s.x[0].clone();
+    Ok(s.emit("Mul", &[&x, &x], vec![]))
+}
+
+/// `f` applied in f64 to an f32 operand and rounded once, as the kernel does (for
+/// compositions whose f32 rounding would exceed the primitive's budget); f64 operands directly.
+fn in_f64(s: &mut Site, f: impl FnOnce(&mut Site, &str, DType) -> String) -> R {
+    let x = s.x[0].clone();
+    if s.dtype() != DType::F32 {
+        let y = f(s, &x, s.dtype());
+        return Ok(s.emit("Identity", &[&y], vec![]));
+    }
+    let wide = vec![attribute("to", Attr::Int(elem_of(DType::F64) as i64))];
+    let x64 = s.tmp("Cast", &[&x], wide);
+    let y = f(s, &x64, DType::F64);
+    let narrow = vec![attribute("to", Attr::Int(elem_of(DType::F32) as i64))];
+    Ok(s.emit("Cast", &[&y], narrow))
+}
+
+/// ln(1 + x): ONNX has no log1p.
+fn log1p(s: &mut Site) -> R {
+    in_f64(s, |s, x, d| {
+        let one = s.const_scalar(1.0, d);
+        let a = s.tmp("Add", &[&one, x], vec![]);
+        s.tmp("Log", &[&a], vec![])
+    })
+}
+
+/// e^x - 1: ONNX has no expm1.
+fn expm1(s: &mut Site) -> R {
+    in_f64(s, |s, x, d| {
+        let one = s.const_scalar(1.0, d);
+        let e = s.tmp("Exp", &[x], vec![]);
+        s.tmp("Sub", &[&e, &one], vec![])
+    })
+}
+
+/// max(x, 0) + ln(1 + e^-|x|) in f64 (onnxruntime has no double Softplus, and its float one
+/// is not within the kernel's budget).
+fn softplus(s: &mut Site) -> R {
+    in_f64(s, |s, x, d| {
+        let one = s.const_scalar(1.0, d);
+        let p = s.tmp("Relu", &[x], vec![]);
+        let a = s.tmp("Abs", &[x], vec![]);
+        let na = s.tmp("Neg", &[&a], vec![]);
+        let e = s.tmp("Exp", &[&na], vec![]);
+        let l1 = s.tmp("Add", &[&one, &e], vec![]);
+        let l = s.tmp("Log", &[&l1], vec![]);
+        s.tmp("Add", &[&p, &l], vec![])
+    })
+}
+
+fn sin(s: &mut Site) -> R {
+    in_f64(s, |s, x, _| s.tmp("Sin", &[x], vec![]))
+}
+
+fn cos(s: &mut Site) -> R {
+    in_f64(s, |s, x, _| s.tmp("Cos", &[x], vec![]))
+}
+
+/// H(x) = [x > 0] = relu(sign(x)), exact.
+fn step(s: &mut Site) -> R {
+    let x = s.x[0].clone();
+    let sg = s.tmp("Sign", &[&x], vec![]);
+    Ok(s.emit("Relu", &[&sg], vec![]))
+}
+
+fn alpha(s: &Site) -> f64 {
+    s.attr_f64("alpha").unwrap_or(0.0)
+}
+
+/// relu(x) + alpha min(x, 0), in f64 (one rounding of the product, as the kernel).
+fn leaky_relu(s: &mut Site) -> R {
+    let a = alpha(s);
+    in_f64(s, |s, x, d| {
+        let zero = s.const_scalar(0.0, d);
+        let ac = s.const_scalar(a, d);
+        let p = s.tmp("Relu", &[x], vec![]);
+        let n = s.tmp("Min", &[x, &zero], vec![]);
+        let an = s.tmp("Mul", &[&n, &ac], vec![]);
+        s.tmp("Add", &[&p, &an], vec![])
+    })
+}
+
+/// relu(x) + alpha (e^min(x, 0) - 1), in f64.
+fn elu(s: &mut Site) -> R {
+    let a = alpha(s);
+    in_f64(s, |s, x, d| {
+        let zero = s.const_scalar(0.0, d);
+        let one = s.const_scalar(1.0, d);
+        let ac = s.const_scalar(a, d);
+        let p = s.tmp("Relu", &[x], vec![]);
+        let n = s.tmp("Min", &[x, &zero], vec![]);
+        let e = s.tmp("Exp", &[&n], vec![]);
+        let em = s.tmp("Sub", &[&e, &one], vec![]);
+        let an = s.tmp("Mul", &[&em, &ac], vec![]);
+        s.tmp("Add", &[&p, &an], vec![])
+    })
+}
+
+/// Gelu is an operator from opset 20 (f32 here: onnxruntime's double Gelu is not accurate to
+/// f64). Otherwise the tanh form goes through the row's lowering and the erf form is written
+/// as x (1 + erf(x / √2)) / 2.
+fn gelu(s: &mut Site) -> R {
+    let x = s.x[0].clone();
+    let tanh = s.attr_bool("approximate");
+    if s.g.opset >= 20 && s.dtype() == DType::F32 {
+        let approx = if tanh { "tanh" } else { "none" };
+        return Ok(s.emit(
+            "Gelu",
+            &[&x],
+            vec![attribute("approximate", Attr::Str(approx))],
+        ));
+    }
+    if tanh {
+        return Ok(Mapped::Lower);
+    }
+    let d = s.dtype();
+    let r = s.const_scalar(std::f64::consts::FRAC_1_SQRT_2, d);
+    let one = s.const_scalar(1.0, d);
+    let half = s.const_scalar(0.5, d);
+    let z = s.tmp("Mul", &[&x, &r], vec![]);
+    let e = s.tmp("Erf", &[&z], vec![]);
+    let p = s.tmp("Add", &[&one, &e], vec![]);
+    let h = s.tmp("Mul", &[&x, &half], vec![]);
+    Ok(s.emit("Mul", &[&h, &p], vec![]))
+}
+
+fn clip(s: &mut Site) -> R {
+    let x = s.x[0].clone();
+    let d = s.dtype();
+    let lo = s.const_scalar(s.attr_f64("min").unwrap_or(f64::NEG_INFINITY), d);
+    let hi = s.const_scalar(s.attr_f64("max").unwrap_or(f64::INFINITY), d);
+    Ok(s.emit("Clip", &[&x, &lo, &hi], vec![]))
+}
+
+/// x^n for an integer n: Pow with the exponent as a constant of the operand's dtype.
+fn powi(s: &mut Site) -> R {
+    let x = s.x[0].clone();
+    let n = s.attrs.get("n").and_then(|v| v.as_i64()).unwrap_or(1);
+    let d = if s.dtype() == DType::I64 {
+        DType::I64
+    } else {
+        s.dtype()
+    };
+    let e = s.const_scalar(n as f64, d);
+    Ok(s.emit("Pow", &[&x, &e], vec![]))
+}

@@ -1,0 +1,137 @@
+//! The neural-network families: softmax and log-softmax, layer norm, convolutions and pooling,
+//! each as its ONNX operator where the attributes fit it, else through the lowering.
+
+use catml_core::tensor::{DType, Tensor, TensorType};
+
+use super::families::MapFn;
+use super::graph::{Mapped, Site};
+use super::proto_build::{attribute, Attr};
+use super::ExportError;
+
+type R = Result<Mapped, ExportError>;
+
+pub(crate) const OPS: &[(&str, MapFn)] = &[
+    ("softmax", softmax),
+    ("log_softmax", softmax),
+    ("layer_norm", layer_norm),
+    ("conv1d", conv),
+    ("conv2d", conv),
+    ("max_pool2d", pool),
+    ("avg_pool2d", pool),
+];
+
+fn ints(v: &[usize]) -> Vec<i64> {
+    v.iter().map(|&d| d as i64).collect()
+}
+
+fn softmax(s: &mut Site) -> R {
+    let x = s.x[0].clone();
+    let axis = s.attr_usize("axis").unwrap_or(0) as i64;
+    let op = if s.prim.name() == "softmax" {
+        "Softmax"
+    } else {
+        "LogSoftmax"
+    };
+    Ok(s.emit(op, &[&x], vec![attribute("axis", Attr::Int(axis))]))
+}
+
+/// LayerNormalization normalises the trailing axes from `axis` on, with an f32 epsilon: other
+/// axes, or an eps f32 does not hold, go through the lowering.
+fn layer_norm(s: &mut Site) -> R {
+    let rank = s.xt[0].rank();
+    let mut axes = s.attr_usizes("axes").unwrap_or_default();
+    axes.sort_unstable();
+    let eps = s.attr_f64("eps").unwrap_or(1e-5);
+    let trailing = !axes.is_empty()
+        && axes
+            .iter()
+            .enumerate()
+            .all(|(k, &a)| a == rank - axes.len() + k);
+    if !trailing || (eps as f32) as f64 != eps {
+        return Ok(Mapped::Lower);
+    }
+    let axis = axes[0] as i64;
+    let x = s.x[0].clone();
+    let attrs = vec![
+        attribute("axis", Attr::Int(axis)),
+        attribute("epsilon", Attr::Float(eps as f32)),
+    ];
+    if s.attr_bool("affine") {
+        let (g, b) = (s.x[1].clone(), s.x[2].clone());
+        return Ok(s.emit("LayerNormalization", &[&x, &g, &b], attrs));
+    }
+    let dims: Vec<usize> = axes.iter().map(|&a| s.xt[0].dims()[a]).collect();
+    let ones = Tensor::full(&TensorType::new(s.dtype(), dims), 1.0);
+    let hint = format!("{}/scale", s.out);
+    let g = s.g.constant(&ones, &hint);
+    Ok(s.emit("LayerNormalization", &[&x, &g], attrs))
+}
+
+/// ONNX pads: every axis's start, then every axis's end.
+fn onnx_pads(p: &[[usize; 2]]) -> Vec<i64> {
+    p.iter()
+        .map(|q| q[0] as i64)
+        .chain(p.iter().map(|q| q[1] as i64))
+        .collect()
+}
+
+/// onnxruntime implements Conv and AveragePool for f32 only: other dtypes use the lowering.
+fn conv(s: &mut Site) -> R {
+    if s.dtype() != DType::F32 {
+        return Ok(Mapped::Lower);
+    }
+    let (Some(stride), Some(pads), Some(dil), Some(groups)) = (
+        s.attr_usizes("stride"),
+        s.attr_pads("padding"),
+        s.attr_usizes("dilation"),
+        s.attr_usize("groups"),
+    ) else {
+        return Ok(Mapped::Lower);
+    };
+    let kernel: Vec<usize> = s.xt[1].dims()[2..].to_vec();
+    let x = s.x.clone();
+    let refs: Vec<&str> = x.iter().map(String::as_str).collect();
+    Ok(s.emit(
+        "Conv",
+        &refs,
+        vec![
+            attribute("kernel_shape", Attr::Ints(ints(&kernel))),
+            attribute("strides", Attr::Ints(ints(&stride))),
+            attribute("pads", Attr::Ints(onnx_pads(&pads))),
+            attribute("dilations", Attr::Ints(ints(&dil))),
+            attribute("group", Attr::Int(groups as i64)),
+        ],
+    ))
+}
+
+/// MaxPool, and AveragePool counting padding as zeros (the divisor is the full window).
+fn pool(s: &mut Site) -> R {
+    let (Some(kernel), Some(stride), Some(pads)) = (
+        s.attr_usizes("kernel"),
+        s.attr_usizes("stride"),
+        s.attr_pads("padding"),
+    ) else {
+        return Ok(Mapped::Lower);
+    };
+    // onnxruntime: AveragePool in f32 only, and padding below the kernel size.
+    let wide_pad = pads
+        .iter()
+        .zip(&kernel)
+        .any(|(p, &k)| p[0] >= k || p[1] >= k);
+    if s.prim.name() == "avg_pool2d" && (s.dtype() != DType::F32 || wide_pad) {
+        return Ok(Mapped::Lower);
+    }
+    let x = s.x[0].clone();
+    let mut attrs = vec![
+        attribute("kernel_shape", Attr::Ints(ints(&kernel))),
+        attribute("strides", Attr::Ints(ints(&stride))),
+        attribute("pads", Attr::Ints(onnx_pads(&pads))),
+    ];
+    let op = if s.prim.name() == "max_pool2d" {
+        "MaxPool"
+    } else {
+        attrs.push(attribute("count_include_pad", Attr::Int(1)));
+        "AveragePool"
+    };
+    Ok(s.emit(op, &[&x], attrs))
+}
