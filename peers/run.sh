@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: peers/run.sh setup|bench|bench_conv|bench_attention|agree [args...]
+# Usage: peers/run.sh setup|bench|bench_conv|bench_attention|bench_per_example|agree [args...]
 # Runs a peer script with the peers venv's python, creating the venv on first use.
 set -euo pipefail
 
@@ -16,10 +16,10 @@ unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE
 case "$cmd" in
     setup)
         exec "$here/setup.sh" "$@" ;;
-    bench|bench_conv|bench_attention|agree)
+    bench|bench_conv|bench_attention|bench_per_example|agree)
         [ -x "$venv/bin/python" ] || "$here/setup.sh"
         exec "$venv/bin/python" "$here/$cmd.py" "$@" ;;
     *)
-        echo "usage: $0 setup|bench|bench_conv|bench_attention|agree [args...]" >&2
+        echo "usage: $0 setup|bench|bench_conv|bench_attention|bench_per_example|agree [args...]" >&2
         exit 2 ;;
 esac

@@ -4,6 +4,7 @@ use catml::ad;
 use catml::interp::{self, order_inputs_named};
 use catml::ir::{json, listing, InputKind, Program};
 use catml::tensor::{Tensor, TensorType};
+use catml::transform;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -45,6 +46,13 @@ fn ordered_inputs(
 /// An error about the contents of a file, prefixed with its path.
 fn in_file(path: &std::path::Path, e: impl std::fmt::Display) -> String {
     format!("{}: {e}", path.display())
+}
+
+/// `p` batched by `catml print --vmap IN_AXES --vmap-size N`, every output batched in front.
+fn batched(p: &Program, spec: &str, size: usize) -> Result<Program> {
+    let in_axes = transform::parse_axes(spec).map_err(|e| format!("--vmap `{spec}`: {e}"))?;
+    let out_axes = vec![Some(0); p.outputs().len()];
+    transform::vmap(p, size, &in_axes, &out_axes).map_err(|e| format!("--vmap `{spec}`: {e}"))
 }
 
 fn type_json(ty: &TensorType) -> Value {
@@ -212,6 +220,8 @@ pub fn run(command: Command) -> Result<String> {
             module,
             grad,
             jvp,
+            vmap,
+            vmap_size,
             json: as_json,
         } => {
             let p = read_module(&module)?;
@@ -221,6 +231,12 @@ pub fn run(command: Command) -> Result<String> {
                 ad::jvp(&p).map_err(|e| in_file(&module, e))?.program
             } else {
                 p
+            };
+            let shown = match (vmap, vmap_size) {
+                (Some(spec), Some(size)) => {
+                    batched(&shown, &spec, size).map_err(|e| in_file(&module, e))?
+                }
+                _ => shown,
             };
             Ok(if as_json {
                 json::to_string(&shown)

@@ -65,6 +65,14 @@ enum Command {
         /// Print the JVP program instead
         #[arg(long, conflicts_with = "grad")]
         jvp: bool,
+        /// Batch the printed program over examples: one entry per input, each an axis or
+        /// `none` (shared by every example), comma-separated, e.g. `0,none,1`. Every output
+        /// carries the batch in front
+        #[arg(long, value_name = "IN_AXES", requires = "vmap_size")]
+        vmap: Option<String>,
+        /// The batch size for --vmap
+        #[arg(long, value_name = "N", requires = "vmap")]
+        vmap_size: Option<usize>,
         /// Write LensIR JSON instead of the listing
         #[arg(long)]
         json: bool,

@@ -13,3 +13,4 @@ mod output_cli;
 mod params_cli;
 mod train;
 mod verify_cmd;
+mod vmap_cli;

@@ -4,6 +4,7 @@
 //! `ir` knows no numbers: it holds types and primitives, and asks primitives for their rules.
 
 mod attrs;
+mod batch;
 pub mod budget;
 mod builder;
 mod compose;
@@ -19,6 +20,7 @@ pub mod suggest;
 mod validate;
 
 pub use attrs::{attrs_json, attrs_of, AttrReader};
+pub use batch::{with_lead, without_lead, BatchCtx};
 pub use budget::{Budget, BudgetSite};
 pub use builder::{BuildError, Builder};
 pub use compose::ComposeError;

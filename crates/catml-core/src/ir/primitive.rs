@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ir::{Budget, Builder, Drawing, Var};
+use crate::ir::{BatchCtx, Budget, Builder, Drawing, Var};
 use crate::tensor::{DType, RArray, Tensor, TensorType};
 
 /// A primitive's attributes as JSON (the LensIR `attrs` object).
@@ -213,6 +213,17 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
     /// derivative (a ReLU-mask input exactly 0, a max tie).
     fn convention_points(&self, _inputs: &[&Tensor]) -> usize {
         0
+    }
+
+    /// Batching rule (`vmap`): this primitive over a batch of operands, as new nodes. The
+    /// batched operands lead with the batch axis (`at.batched`, size `at.size`); the result
+    /// must lead with it too (`docs/vmap.md`). Rules live beside the primitive's other rules;
+    /// `prim::batching` holds the shared ones.
+    fn batch(&self, _b: &mut Builder, _x: &[Var], _at: &BatchCtx) -> Result<Var, RuleError> {
+        Err(RuleError::Missing {
+            op: self.name().to_string(),
+            mode: "batching",
+        })
     }
 
     /// The expansion of a composite into the core fragment; `None` for core primitives.

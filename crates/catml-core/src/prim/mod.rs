@@ -3,6 +3,7 @@
 //! the registry of built-in names.
 
 pub mod attention;
+pub mod batching;
 pub mod catalog;
 pub mod conv;
 pub mod custom;
@@ -95,6 +96,7 @@ pub fn registry() -> Registry {
     pool::avg_pool::register(&mut r);
     pool::max_pool::register(&mut r);
     register_composites(&mut r);
+    batching::per_example::register(&mut r);
     r
 }
 

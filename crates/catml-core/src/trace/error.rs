@@ -128,6 +128,9 @@ pub enum TraceError {
     /// The derivative program could not be made.
     #[error("differentiating the traced program: {0}")]
     Ad(#[from] AdError),
+    /// The traced program could not be batched, or the inputs do not form a batch.
+    #[error("batching the traced program: {0}")]
+    Vmap(#[from] crate::transform::VmapError),
     /// Evaluating a traced or transformed program failed.
     #[error("evaluating the traced program: {0}")]
     Eval(#[from] EvalError),

@@ -37,7 +37,7 @@
 //!
 //! # Function transforms
 //!
-//! [`value_and_grad`], [`grad`], [`vjp`], [`jvp`] and [`hvp`] take a model function and return
+//! [`value_and_grad`], [`grad`], [`vjp`], [`jvp`], [`hvp`] and [`vmap`] take a model function and return
 //! a callable that traces once per list of input types, transforms the program once, and
 //! afterwards only evaluates. Parameters are passed by name in a [`Params`](crate::tensor::Params)
 //! store (`init` gives their initial values, `init_types` from input types alone); derivatives
@@ -70,6 +70,7 @@ mod staged;
 mod tracing;
 mod value;
 mod vjp;
+mod vmap;
 
 pub use args::{args, ArgsFn};
 pub use context::{is_tracing, tag_scope, with_tag, TagScope};
@@ -82,3 +83,4 @@ pub use outputs::Outputs;
 pub use tracing::{arguments, trace, trace_named, Traced};
 pub use value::Value;
 pub use vjp::{vjp, VjpFn, VjpOutput};
+pub use vmap::{vmap, VmapFn};

@@ -16,6 +16,7 @@
 //! | `edge_checks` | the floating-point rewrite counterexample, validator and runtime rejections, domain violations |
 //! | `backend_simulation` | per-primitive f32 local error budgets; Lemma 5.3's recurrence bound on sequential chains |
 //! | `lowerings` | composite kernels against their lowerings into the core fragment |
+//! | `vmap` | generated programs batched by `vmap` with random axes, against a loop of evaluations, bitwise |
 //!
 //! [`run`] returns [`Results`]; nothing here prints. Progress goes to a [`Progress`] observer.
 //! Every family draws from its own `ChaCha8Rng` seeded from the run's seed and its name, so one
@@ -33,6 +34,7 @@ mod rewrites;
 mod roundtrip;
 mod smooth;
 mod tied;
+pub mod vmap;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -287,6 +289,7 @@ const FAMILIES: &[(&str, FamilyFn)] = &[
     ("edge_checks", edge::run),
     ("backend_simulation", backend::run),
     ("lowerings", lowering::run),
+    ("vmap", vmap::run),
 ];
 
 /// The families' names, in report order.

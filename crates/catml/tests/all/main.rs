@@ -35,3 +35,4 @@ mod tied_block;
 mod trace;
 mod train;
 mod verify_bundle;
+mod vmap;

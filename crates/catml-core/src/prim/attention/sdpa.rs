@@ -144,6 +144,15 @@ impl Primitive for Sdpa {
             b.batch_matmul(p, x[2], false, false)
         })())
     }
+    /// Batching: per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

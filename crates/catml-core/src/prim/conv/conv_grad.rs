@@ -176,6 +176,15 @@ impl Primitive for ConvInputGrad {
             x[1],
         ))
     }
+    /// Batching: samples are independent rows (N leads), so the batch folds into them; a batched weight goes per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::fold_rows(b, x, at, &[0])
+    }
 }
 
 /// w̄ = weight_grad(x, u).
@@ -299,6 +308,15 @@ impl Primitive for ConvWeightGrad {
             x[0],
             x[1],
         ))
+    }
+    /// Batching: per example (the weight gradient sums over the samples of one example).
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
     }
 }
 

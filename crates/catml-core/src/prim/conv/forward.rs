@@ -152,6 +152,15 @@ impl Primitive for Conv {
             x.get(2).copied(),
         ))
     }
+    /// Batching: samples are independent rows (N leads), so the batch folds into them; a batched weight goes per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::fold_rows(b, x, at, &[0])
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

@@ -114,6 +114,15 @@ impl Primitive for Add {
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(u), Some(u)])
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 /// x - y; pullback (u, -u).
@@ -184,6 +193,15 @@ impl Primitive for Sub {
         // x + (-1) y
         Some(b.scale(x[1], -1.0).and_then(|n| b.add(x[0], n)))
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 /// -x; pullback -u.
@@ -251,6 +269,15 @@ impl Primitive for Neg {
         // (-1) x
         Some(b.scale(x[0], -1.0))
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 /// x ⊙ y; pullback (u ⊙ y, u ⊙ x).
@@ -316,6 +343,15 @@ impl Primitive for Mul {
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(b.mul(u, x[1])?), Some(b.mul(u, x[0])?)])
+    }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
     }
 }
 

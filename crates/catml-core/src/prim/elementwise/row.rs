@@ -409,6 +409,15 @@ impl Primitive for Unary {
             super::row_draw::draw_unary(d, row)
         }))
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 /// The primitive of a binary row.
@@ -549,6 +558,15 @@ impl Primitive for Binary {
         Some(Drawing::new(1, move |d| {
             super::row_draw::draw_binary(d, row)
         }))
+    }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
     }
 }
 

@@ -122,6 +122,15 @@ impl Primitive for TanhPullback {
             b.mul(x[1], s)
         })())
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

@@ -105,6 +105,15 @@ impl Primitive for Exp {
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(b.mul(u, y)?)])
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 /// ln x, for x > 0.
@@ -169,6 +178,15 @@ impl Primitive for Log {
         let r = b.reciprocal(x[0])?;
         Ok(vec![Some(b.mul(u, r)?)])
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 /// tanh x.
@@ -231,6 +249,15 @@ impl Primitive for Tanh {
     ) -> Result<Vec<Option<Var>>, RuleError> {
         // x̄ = ȳ (1 - y²).
         Ok(vec![Some(b.tanh_pullback(y, u)?)])
+    }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
     }
 }
 
@@ -299,6 +326,15 @@ impl Primitive for Sigmoid {
             let c = b.full_like(0.5, t)?;
             b.add(t, c)
         })())
+    }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
     }
 }
 
@@ -378,6 +414,15 @@ impl Primitive for Relu {
         let m = b.step(x[0])?;
         Ok(vec![Some(b.mul(u, m)?)])
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 fn count_zeros(t: &Tensor) -> usize {
@@ -453,6 +498,15 @@ impl Primitive for Step {
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![None])
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 /// 1 / x, for x != 0.
@@ -527,6 +581,15 @@ impl Primitive for Reciprocal {
         let s = neg_square(b, y)?;
         Ok(vec![Some(b.mul(u, s)?)])
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 /// x^(-1/2), for x > 0.
@@ -588,6 +651,15 @@ impl Primitive for Rsqrt {
     ) -> Result<Vec<Option<Var>>, RuleError> {
         let s = rsqrt_slope(b, y)?;
         Ok(vec![Some(b.mul(u, s)?)])
+    }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
     }
 }
 

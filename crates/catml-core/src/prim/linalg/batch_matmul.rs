@@ -267,6 +267,16 @@ impl Primitive for BatchMatMul {
             b.reshape(c, dims)
         })())
     }
+    /// Batching: the batch is one more batch dimension.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        // Batch dims lead both operands: the batch becomes one more of them.
+        crate::prim::batching::with_prim(b, x, at, at.prim.clone())
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

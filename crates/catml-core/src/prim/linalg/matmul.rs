@@ -168,6 +168,15 @@ impl Primitive for MatMul {
             b.matmul(a, c)
         })())
     }
+    /// Batching: per example, one product per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

@@ -132,6 +132,15 @@ impl Primitive for CrossEntropy {
             b.neg(mean)
         })())
     }
+    /// Batching: per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

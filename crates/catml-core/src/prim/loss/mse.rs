@@ -113,6 +113,15 @@ impl Primitive for Mse {
             b.div_count(s, n)
         })())
     }
+    /// Batching: per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

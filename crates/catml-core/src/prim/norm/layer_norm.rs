@@ -263,6 +263,20 @@ impl Primitive for LayerNorm {
             b.add(scaled, beta)
         })())
     }
+    /// Batching: with shared gamma and beta, the same axes shifted; else per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        if !at.only(&[0]) {
+            return crate::prim::batching::per_example(b, x, at);
+        }
+        let mut prim = self.clone();
+        prim.axes = crate::prim::batching::shifted(&self.axes);
+        Ok(b.op(Arc::new(prim), x)?)
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

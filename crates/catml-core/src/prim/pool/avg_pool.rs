@@ -111,6 +111,15 @@ impl Primitive for AvgPool2d {
             b.div_count(s, self.attrs.window())
         })())
     }
+    /// Batching: samples are independent rows (N leads), so the batch folds into them; a batched weight goes per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::fold_rows(b, x, at, &[0])
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

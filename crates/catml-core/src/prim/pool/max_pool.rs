@@ -119,6 +119,15 @@ impl Primitive for MaxPool2d {
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some(super::max_pool_lower::max_pool(b, &self.attrs, x[0]))
     }
+    /// Batching: samples are independent rows (N leads), so the batch folds into them; a batched weight goes per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::fold_rows(b, x, at, &[0])
+    }
 }
 
 /// t read at each window's argmax of x (first maximal element on ties).
@@ -201,6 +210,15 @@ impl Primitive for MaxPool2dSelect {
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some(super::max_pool_lower::select(b, &self.attrs, x[0], x[1]))
+    }
+    /// Batching: samples are independent rows (N leads), so the batch folds into them; a batched weight goes per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::fold_rows(b, x, at, &[0, 1])
     }
 }
 
@@ -288,6 +306,15 @@ impl Primitive for MaxPool2dScatter {
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some(super::max_pool_lower::scatter(b, &self.attrs, x[0], x[1]))
+    }
+    /// Batching: samples are independent rows (N leads), so the batch folds into them; a batched weight goes per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::fold_rows(b, x, at, &[0, 1])
     }
 }
 

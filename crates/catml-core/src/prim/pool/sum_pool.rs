@@ -88,6 +88,15 @@ impl Primitive for SumPool2d {
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some(super::pool_lower::sum_pool(b, &self.attrs, x[0]))
     }
+    /// Batching: samples are independent rows (N leads), so the batch folds into them; a batched weight goes per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::fold_rows(b, x, at, &[0])
+    }
 }
 
 /// The transpose of sum pooling, back to an input of spatial size `input_size`.
@@ -163,6 +172,15 @@ impl Primitive for SumPool2dTranspose {
             self.input_size,
             x[0],
         ))
+    }
+    /// Batching: samples are independent rows (N leads), so the batch folds into them; a batched weight goes per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::fold_rows(b, x, at, &[0])
     }
 }
 

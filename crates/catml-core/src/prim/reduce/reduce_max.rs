@@ -145,6 +145,20 @@ impl Primitive for ReduceMax {
         let w = b.max_weights(x[0], self.axes.clone())?;
         Ok(vec![Some(b.mul(ub, w)?)])
     }
+    /// Batching: the same axes of each example; the batch axis is kept.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        let rank = b.ty(x[0]).rank() - 1;
+        let axes = match &self.axes {
+            None => (1..=rank).collect(),
+            Some(a) => crate::prim::batching::shifted(a),
+        };
+        crate::prim::batching::with_prim(b, x, at, Arc::new(ReduceMax { axes: Some(axes) }))
+    }
 }
 
 /// Elements that are one of several maximal entries of their slice.
@@ -251,6 +265,20 @@ impl Primitive for MaxWeights {
         _u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![None])
+    }
+    /// Batching: the same axes of each example; the batch axis is kept.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        let rank = b.ty(x[0]).rank() - 1;
+        let axes = match &self.axes {
+            None => (1..=rank).collect(),
+            Some(a) => crate::prim::batching::shifted(a),
+        };
+        crate::prim::batching::with_prim(b, x, at, Arc::new(MaxWeights { axes: Some(axes) }))
     }
 }
 

@@ -116,6 +116,20 @@ impl Primitive for Sum {
         let kept: Vec<usize> = (0..ty.rank()).filter(|i| !axes.contains(i)).collect();
         Ok(vec![Some(b.broadcast(u, ty.shape.clone(), kept)?)])
     }
+    /// Batching: the same axes of each example; the batch axis is kept.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        let rank = b.ty(x[0]).rank() - 1;
+        let axes = match &self.axes {
+            None => (1..=rank).collect(),
+            Some(a) => crate::prim::batching::shifted(a),
+        };
+        crate::prim::batching::with_prim(b, x, at, Arc::new(Sum::new(Some(axes))))
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

@@ -146,6 +146,22 @@ impl Primitive for Softmax {
             b.mul(e, rb)
         })())
     }
+    /// Batching: the same normalisation along the shifted axis.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::with_prim(
+            b,
+            x,
+            at,
+            Arc::new(Softmax {
+                axis: self.axis + 1,
+            }),
+        )
+    }
 }
 
 /// log softmax along `axis`.
@@ -229,6 +245,22 @@ impl Primitive for LogSoftmax {
             let lb = expand(b, ls, &ty, self.axis)?;
             b.sub(z, lb)
         })())
+    }
+    /// Batching: the same normalisation along the shifted axis.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::with_prim(
+            b,
+            x,
+            at,
+            Arc::new(LogSoftmax {
+                axis: self.axis + 1,
+            }),
+        )
     }
 }
 

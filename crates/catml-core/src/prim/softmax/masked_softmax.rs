@@ -147,6 +147,15 @@ impl Primitive for MaskedSoftmax {
             lower_masked(b, s, &self.mask)
         })())
     }
+    /// Batching: per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
+    }
 }
 
 fn lower_masked(b: &mut Builder, s: Var, mask: &AttentionMask) -> Result<Var, TypeError> {

@@ -228,6 +228,23 @@ impl Primitive for SoftmaxPullback {
             times(b, w, self.scale)
         })())
     }
+    /// Batching: along the shifted axis, shared operands broadcast.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::with_prim(
+            b,
+            x,
+            at,
+            Arc::new(SoftmaxPullback {
+                axis: self.axis + 1,
+                scale: self.scale,
+            }),
+        )
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

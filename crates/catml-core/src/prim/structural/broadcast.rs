@@ -140,6 +140,22 @@ impl Primitive for Broadcast {
         };
         Ok(vec![Some(out)])
     }
+    /// Batching: the batch axis maps to the result's leading axis.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        let shape = crate::ir::with_lead(
+            &TensorType::new(crate::tensor::DType::F64, self.shape.clone()),
+            at.size,
+        )
+        .shape;
+        let mut dims = vec![0];
+        dims.extend(crate::prim::batching::shifted(&self.dims));
+        crate::prim::batching::with_prim(b, x, at, Arc::new(Broadcast::new(shape, dims)))
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,6 +243,18 @@ impl Primitive for BroadcastRows {
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         let d = b.ty(x[0]).dims()[0];
         Some(b.op(Arc::new(self.as_broadcast(d)), x))
+    }
+    /// Batching: each example's vector repeated in rows.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        // (B, n) -> (B, rows, n): a broadcast keeping the batch and row axes of the operand.
+        let ty = b.ty(x[0]).clone();
+        let shape = vec![at.size, self.rows, ty.dims()[1]];
+        Ok(b.broadcast(x[0], shape, vec![0, 2])?)
     }
 }
 

@@ -142,6 +142,22 @@ impl Primitive for Concat {
         }
         Ok(out)
     }
+    /// Batching: shared operands are broadcast over the batch, then joined along the shifted axis.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::with_prim(
+            b,
+            x,
+            at,
+            Arc::new(Concat {
+                axis: self.axis + 1,
+            }),
+        )
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

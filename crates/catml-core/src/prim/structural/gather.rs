@@ -128,6 +128,19 @@ impl Primitive for Gather {
             size,
         )?)])
     }
+    /// Batching: the same gather along the shifted axis.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        let prim = Gather {
+            axis: self.axis + 1,
+            indices: self.indices.clone(),
+        };
+        crate::prim::batching::with_prim(b, x, at, Arc::new(prim))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,6 +241,20 @@ impl Primitive for ScatterAdd {
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(b.gather(u, self.axis, self.indices.clone())?)])
+    }
+    /// Batching: the same scatter along the shifted axis.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        let prim = ScatterAdd {
+            axis: self.axis + 1,
+            indices: self.indices.clone(),
+            size: self.size,
+        };
+        crate::prim::batching::with_prim(b, x, at, Arc::new(prim))
     }
 }
 

@@ -97,6 +97,21 @@ impl Primitive for Reshape {
         let back = b.ty(x[0]).shape.clone();
         Ok(vec![Some(b.reshape(u, back)?)])
     }
+    /// Batching: the same reshape of each example, behind the batch axis.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        let _ = x;
+        let shape = crate::ir::with_lead(
+            &TensorType::new(crate::tensor::DType::F64, self.shape.clone()),
+            at.size,
+        )
+        .shape;
+        crate::prim::batching::with_prim(b, x, at, Arc::new(Reshape::new(shape)))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,6 +209,17 @@ impl Primitive for Permute {
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![Some(b.permute(u, self.inverse())?)])
+    }
+    /// Batching: the batch axis stays in front; the other axes move as before.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        let mut perm = vec![0];
+        perm.extend(crate::prim::batching::shifted(&self.perm));
+        crate::prim::batching::with_prim(b, x, at, Arc::new(Permute { perm }))
     }
 }
 

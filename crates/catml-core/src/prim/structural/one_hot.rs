@@ -157,6 +157,16 @@ impl Primitive for OneHot {
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![None])
     }
+    /// Batching: the batch is one more axis of indices.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        // The result appends the class axis to the indices' shape, so a leading batch axis stays.
+        crate::prim::batching::with_prim(b, x, at, at.prim.clone())
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

@@ -67,6 +67,15 @@ impl Primitive for StopGradient {
     ) -> Result<Vec<Option<Var>>, RuleError> {
         Ok(vec![None])
     }
+    /// Batching: elementwise, so the batch is one more axis of the same operation.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::elementwise(b, x, at)
+    }
 }
 
 pub(crate) fn register(r: &mut Registry) {

@@ -140,6 +140,19 @@ impl Primitive for Take {
             b.reshape(y, out.shape)
         })())
     }
+    /// Batching: batched indices into a shared table directly; a batched table per example.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        if at.only(&[1]) {
+            // Rows of one shared table: the batch is one more axis of indices.
+            return Ok(b.op(at.prim.clone(), x)?);
+        }
+        crate::prim::batching::per_example(b, x, at)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,6 +236,15 @@ impl Primitive for ScatterRows {
             let u2 = b.reshape(x[0], [t.numel() / width, width])?;
             b.op(Arc::new(MatMul::new(true, false)), &[o, u2])
         })())
+    }
+    /// Batching: per example (each example scatters into its own rows).
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
     }
 }
 
