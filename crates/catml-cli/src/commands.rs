@@ -84,6 +84,21 @@ fn outputs_json(p: &Program, values: &[Tensor], names: Option<&[String]>) -> Val
     serde_json::to_value(named).expect("serialisable")
 }
 
+/// The tangent outputs under the JVP program's names (`tangent.<output>`, after the ONNX output
+/// names when given).
+fn tangents_json(program_names: &[String], values: &[Tensor], names: Option<&[String]>) -> Value {
+    let names: Vec<String> = match names {
+        Some(n) => n.iter().map(|o| format!("tangent.{o}")).collect(),
+        None => program_names.to_vec(),
+    };
+    let named: Vec<NamedTensor> = names
+        .iter()
+        .zip(values)
+        .map(|(name, tensor)| NamedTensor { name, tensor })
+        .collect();
+    serde_json::to_value(named).expect("serialisable")
+}
+
 /// A program, its named inputs, and (for an ONNX model) its output names.
 type ModuleInputs = (Program, BTreeMap<String, Tensor>, Option<Vec<String>>);
 
@@ -366,22 +381,34 @@ pub fn run(command: Command) -> Result<String> {
             let mut args = ordered_inputs(&p, &named, &inputs)?;
             let tangent_map = read_tensor_map(&tangents)?;
             let j = ad::jvp(&p).map_err(|e| in_file(&module, e))?;
+            // The file names tangents as the JVP program does: `tangent.<input>`.
+            let slots: Vec<(&str, &catml::ir::Input)> = j
+                .layout
+                .tangent_inputs
+                .iter()
+                .map(|s| {
+                    (
+                        j.program.inputs()[s.index].name.as_str(),
+                        &p.inputs()[s.input],
+                    )
+                })
+                .collect();
             if let Some(extra) = tangent_map
                 .keys()
-                .find(|k| p.var(k).is_none_or(|v| v.index() >= p.n_inputs()))
+                .find(|k| slots.iter().all(|(name, _)| name != k))
             {
-                return Err(format!("{}: unknown input `{extra}`", tangents.display()));
+                let hint = catml::ir::suggest::did_you_mean(extra, slots.iter().map(|(n, _)| *n));
+                return Err(format!(
+                    "{}: unknown tangent `{extra}`{hint}",
+                    tangents.display()
+                ));
             }
-            for (i, input) in p.inputs().iter().enumerate() {
-                if j.layout.tangent_input(i).is_none() {
-                    continue;
-                }
-                let t = match tangent_map.get(&input.name) {
+            for (name, input) in &slots {
+                let t = match tangent_map.get(*name) {
                     Some(t) if t.ty() != input.ty => {
                         return Err(format!(
-                            "{}: tangent of `{}` has type {}, expected {}",
+                            "{}: `{name}` has type {}, expected {}",
                             tangents.display(),
-                            input.name,
                             t.ty(),
                             input.ty
                         ))
@@ -397,7 +424,7 @@ pub fn run(command: Command) -> Result<String> {
             Ok(render(
                 &json!({
                     "outputs": outputs_json(&p, primal, names.as_deref()),
-                    "tangents": outputs_json(&p, tangent, names.as_deref()),
+                    "tangents": tangents_json(&j.layout.tangents, tangent, names.as_deref()),
                 }),
                 pretty,
             ))

@@ -147,7 +147,7 @@ enum Command {
         /// JSON object mapping input names to tensors {"dtype", "shape", "data"}
         #[arg(long, value_name = "IN.json")]
         inputs: PathBuf,
-        /// JSON object mapping input names to tangents (missing: zero)
+        /// JSON object mapping `tangent.<input>` to that input's tangent (missing: zero)
         #[arg(long, value_name = "TAN.json")]
         tangents: PathBuf,
         #[command(flatten)]

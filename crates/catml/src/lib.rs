@@ -77,6 +77,7 @@ pub use catml_nn::{nn, optim};
 pub use catml_train::{diagram, train};
 pub use catml_verify::verify;
 
-/// The tutorial (`docs/tutorial.md`): its Rust blocks run as this item's doctests.
-#[doc = include_str!("../../../docs/tutorial.md")]
+/// The tutorial (`docs/tutorial.md`; the crate's `tutorial.md` links to it, so the package
+/// carries it): its Rust blocks run as this item's doctests.
+#[doc = include_str!("../tutorial.md")]
 pub mod tutorial {}

@@ -184,7 +184,7 @@ fn grad_with_cotangents_matches_the_closed_forms_and_jvp_by_adjointness() {
         .iter()
         .map(|(n, s, d)| {
             (
-                n.to_string(),
+                format!("tangent.{n}"),
                 serde_json::json!({"dtype": "f64", "shape": s, "data": d}),
             )
         })
@@ -203,6 +203,7 @@ fn grad_with_cotangents_matches_the_closed_forms_and_jvp_by_adjointness() {
     }
     std::fs::remove_dir(cot.parent().unwrap()).unwrap();
     assert_eq!(jvp["outputs"], out["outputs"]);
+    assert_eq!(jvp["tangents"][0]["name"], "tangent.Y");
     let jv = tensor(&jvp["tangents"][0]).to_f64_vec();
     let lhs: f64 = g.iter().zip(&jv).map(|(a, b)| a * b).sum();
     let rhs: f64 = v

@@ -234,23 +234,55 @@ fn the_extension_picks_the_module_reader() {
 
 #[test]
 fn invalid_modules_fail_with_their_golden_message() {
-    for name in [
+    let mut cases: Vec<(PathBuf, String)> = [
         "several_errors",
         "malformed_json",
-        "add_shape_mismatch",
-        "unknown_primitive",
         "misspelt_primitive",
         "misspelt_field",
-    ] {
-        let path = rejection(&format!("{name}.json"));
+    ]
+    .iter()
+    .map(|name| {
         let expected = std::fs::read_to_string(rejection(&format!("{name}.expected"))).unwrap();
+        (
+            rejection(&format!("{name}.json")),
+            expected.trim_end().to_string(),
+        )
+    })
+    .collect();
+    // File tests are listings; their `; error:` lines are the errors, the first one printed.
+    for name in ["add_shape_mismatch", "unknown_primitive"] {
+        let path = file_test(&format!("types/{name}.catml"));
+        cases.push((path.clone(), first_error_of(&path)));
+    }
+    let suggests = file_test("listing/unknown_primitive_suggests.catml");
+    cases.push((suggests.clone(), first_error_of(&suggests)));
+    for (path, expected) in cases {
         for command in ["check", "print", "shape", "params", "cost"] {
             assert_eq!(
                 fails(&[&command, &path]),
-                format!("{}: {}", path.display(), expected.trim_end()),
-                "{command} {name}"
+                format!("{}: {expected}", path.display()),
+                "{command} {}",
+                path.display()
             );
         }
+    }
+}
+
+fn file_test(name: &str) -> PathBuf {
+    root().join("crates/catml/tests/files").join(name)
+}
+
+/// The error `catml` prints for a file test: its first `; error:` line (and how many more).
+fn first_error_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let errors: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("; error: "))
+        .collect();
+    match errors.len() {
+        0 => panic!("{}: no `; error:` line", path.display()),
+        1 => errors[0].to_string(),
+        n => format!("{} (and {} more)", errors[0], n - 1),
     }
 }
 
@@ -496,4 +528,65 @@ fn unwritable_stdout_fails_in_one_line() {
         String::from_utf8(out.stderr).unwrap(),
         "catml: cannot write output: No space left on device (os error 28)\n"
     );
+}
+
+#[test]
+fn jvp_tangents_are_named_as_the_jvp_program_names_them() {
+    let x = json!({"dtype": "f64", "shape": [2, 3], "data": [1, 0, 0, 0, 0, 0]});
+    let plain = scratch("plain-tangent.json", &json!({ "X": x }).to_string());
+    assert_eq!(
+        fails(&[
+            &"jvp",
+            &module(),
+            &"--inputs",
+            &inputs(),
+            &"--tangents",
+            &plain
+        ]),
+        format!(
+            "{}: unknown tangent `X` (did you mean `tangent.X`?)",
+            plain.display()
+        )
+    );
+    let wrong = scratch(
+        "wrong-tangent.json",
+        &json!({"tangent.b": tensor_json(&[2])}).to_string(),
+    );
+    assert_eq!(
+        fails(&[
+            &"jvp",
+            &module(),
+            &"--inputs",
+            &inputs(),
+            &"--tangents",
+            &wrong
+        ]),
+        format!(
+            "{}: `tangent.b` has type f64[2], expected f64[3]",
+            wrong.display()
+        )
+    );
+    let named = scratch("named-tangent.json", &json!({ "tangent.X": x }).to_string());
+    let v = ok_json(&[
+        &"jvp",
+        &module(),
+        &"--inputs",
+        &inputs(),
+        &"--tangents",
+        &named,
+    ]);
+    let names: Vec<&str> = v["tangents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let outputs: Vec<String> = library_module()
+        .output_names()
+        .iter()
+        .map(|o| format!("tangent.{o}"))
+        .collect();
+    assert_eq!(names, outputs);
+    let printed = ok(&[&"print", &"--jvp", &module()]);
+    assert!(printed.contains("tangent.X: f64[2, 3]"), "{printed}");
 }

@@ -95,12 +95,12 @@ fn grad_keys_gradients_by_onnx_names() {
 }
 
 #[test]
-fn jvp_takes_tangents_by_input_name() {
+fn jvp_takes_tangents_by_tangent_input_name() {
     let m = model("dense_relu.onnx");
     let x = x_inputs("jvp");
     let t = scratch(
         "tan.json",
-        &json!({"x": {"dtype": "f32", "shape": [2, 2], "data": [1, 0, 0, 0]}}),
+        &json!({"tangent.x": {"dtype": "f32", "shape": [2, 2], "data": [1, 0, 0, 0]}}),
     );
     let v = ok(&[
         "jvp".as_ref(),
@@ -110,7 +110,7 @@ fn jvp_takes_tangents_by_input_name() {
         "--tangents".as_ref(),
         t.as_os_str(),
     ]);
-    assert_eq!(v["tangents"][0]["name"], "y");
+    assert_eq!(v["tangents"][0]["name"], "tangent.y");
     assert_eq!(
         v["tangents"][0]["data"],
         json!([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])

@@ -20,7 +20,7 @@ pub fn jvp(p: &Program) -> Result<Jvp, AdError> {
     let tangent_inputs = slots(p, |k| p.n_inputs() + k);
     for slot in &tangent_inputs {
         let input = &p.inputs()[slot.input];
-        let name = b.fresh_name(&format!("{}.dot", input.name));
+        let name = b.fresh_name(&format!("tangent.{}", input.name));
         let t = b
             .input(&name, input.ty.clone(), InputKind::Data)
             .map_err(|e| AdError::Build(e.to_string()))?;
@@ -56,7 +56,16 @@ pub fn jvp(p: &Program) -> Result<Jvp, AdError> {
     }
     b.set_tag(None);
     let outputs = p.output_names();
-    let names: Vec<String> = outputs.iter().map(|o| format!("tangent.{o}")).collect();
+    // An output that is an input has that input's tangent as its tangent, already named
+    // `tangent.<input>` (or its free `.<k>` variant): it keeps that name.
+    let names: Vec<String> = outputs
+        .iter()
+        .zip(p.outputs())
+        .map(|(o, &v)| match tan[v.index()] {
+            Some(t) if v.index() < p.n_inputs() => b.name(t).to_string(),
+            _ => format!("tangent.{o}"),
+        })
+        .collect();
     let mut tangents = Vec::with_capacity(names.len());
     for (&o, name) in p.outputs().iter().zip(&names) {
         tangents.push(match tan[o.index()] {

@@ -7,12 +7,16 @@
 //! - outputs: the primal outputs (their own values), then `grad.<input>` for each float input.
 //!
 //! Forward mode, from [`jvp`](super::jvp):
-//! - inputs: the primal inputs, then `<input>.dot` for each float input;
-//! - outputs: the primal outputs, then `tangent.<output>` for each output occurrence.
+//! - inputs: the primal inputs, then `tangent.<input>` for each float input;
+//! - outputs: the primal outputs, then `tangent.<output>` for each output occurrence (an
+//!   output that is an input has that input's tangent, the tangent input itself, as its
+//!   tangent);
+//! - the tangent of an inner node `h` is named `h.dot`.
 //!
 //! A repeated output's later occurrences are named `<output>.<k>` (k = 1, 2, ...), as
-//! [`Program::output_names`](crate::ir::Program::output_names) gives them. A derived name already taken by a primal value gets
-//! the next free `.<k>` suffix.
+//! [`Program::output_names`](crate::ir::Program::output_names) gives them. A derived name
+//! already taken by a primal value (an input named `tangent.x`, say) gets the next free `.<k>`
+//! suffix; the layout records the names as given.
 //!
 //! ```
 //! use catml_core::ad;
@@ -184,10 +188,10 @@ pub(crate) fn slots(p: &Program, index: impl Fn(usize) -> usize) -> Vec<Slot> {
         .collect()
 }
 
-/// Gives each derived output its own node named `names[k]`: a node made by the transform
-/// (index >= `first_derived`) that no earlier output took is renamed; anything else (an
-/// input, a forward value, a value already named) is copied by an identity reshape, tagged
-/// `tags[k]`.
+/// Gives each derived output its own value named `names[k]`: a value that already carries
+/// that name is kept; a node made by the transform (index >= `first_derived`) that no earlier
+/// output took is renamed; anything else (an input, a forward value, a value already named) is
+/// copied by an identity reshape, tagged `tags[k]`.
 pub(crate) fn name_outputs(
     b: &mut Builder,
     vars: &mut [Var],
@@ -197,6 +201,10 @@ pub(crate) fn name_outputs(
 ) -> Result<(), crate::ir::TypeError> {
     let mut taken = std::collections::HashSet::new();
     for ((v, name), tag) in vars.iter_mut().zip(names).zip(tags) {
+        if b.name(*v) == name && !taken.contains(v) {
+            taken.insert(*v);
+            continue;
+        }
         if v.index() >= first_derived && !taken.contains(v) && b.rename_node(*v, name) {
             taken.insert(*v);
             continue;

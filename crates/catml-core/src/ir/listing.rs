@@ -18,6 +18,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use super::json::{build, InputJson, ModuleJson, NodeJson};
+use super::listing_places::{InputPlace, NodePlace, Places};
 use super::primitive::Attrs;
 use super::validate::{ValidationError, ValidationErrors};
 use super::{InputKind, Program, Registry};
@@ -114,6 +115,12 @@ impl<'a> Cursor<'a> {
             rest: text.trim_end(),
             line,
         }
+    }
+
+    /// The line and column of the next non-blank character.
+    fn at(&mut self) -> (usize, usize) {
+        self.skip_ws();
+        (self.line, self.column())
     }
 
     /// The 1-based column (in characters) of the cursor.
@@ -243,9 +250,10 @@ fn dims_json(ty: &TensorType) -> Vec<Value> {
 }
 
 /// Parses a listing back into a program (validated like a LensIR module; node `k` is
-/// instruction `k`). The parser is strict: anything a line does not expect, including text
-/// after its last field and any text after the closing `)`, is an error naming its line and
-/// column.
+/// instruction `k`). A line whose first non-blank character is `;` is a comment. The parser is
+/// strict: anything a line does not expect, including text after its last field and any text
+/// after the closing `)`, is an error naming its line and column, and so is every error of the
+/// type rules (an unknown primitive, operands that do not fit, a duplicate name).
 pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationErrors> {
     #[derive(PartialEq)]
     enum Section {
@@ -266,10 +274,11 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
     // Each instruction's declared type, its line and the column of the type.
     let mut declared: Vec<(TensorType, usize, usize)> = Vec::new();
     let mut saw_outputs = false;
+    let mut places = Places::default();
     for (i, raw) in text.lines().enumerate() {
         let mut c = Cursor::new(raw, i + 1);
         c.skip_ws();
-        if c.rest.is_empty() {
+        if c.rest.is_empty() || c.rest.starts_with(';') {
             continue;
         }
         match section {
@@ -301,11 +310,12 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
             }
             _ if c.rest.starts_with("outputs:") => {
                 c.expect("outputs:")?;
-                c.skip_ws();
+                places.outputs_line = c.at();
                 // An empty list is left to the validator (a module needs an output); after a
                 // comma another name must follow.
                 if !c.rest.is_empty() {
                     loop {
+                        places.outputs.push(c.at());
                         module.outputs.push(c.name()?);
                         if !c.eat(",") {
                             c.end("an output name (separate outputs with `,`)")?;
@@ -325,8 +335,13 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                 section = Section::Closed;
             }
             Section::Inputs => {
+                let name_at = c.at();
                 let name = c.name()?;
                 c.expect(":")?;
+                places.inputs.push(InputPlace {
+                    name: name_at,
+                    ty: c.at(),
+                });
                 let ty = c.ty()?;
                 if c.eat_word("param") {
                     module.parameters.push(name.clone());
@@ -358,13 +373,14 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                         ))
                         .into());
                 }
+                let name_at = c.at();
                 let name = c.name()?;
                 c.expect(":")?;
                 c.skip_ws();
                 let column = c.column();
                 declared.push((c.ty()?, c.line, column));
                 c.expect("=")?;
-                c.skip_ws();
+                let op_at = c.at();
                 let op_len = c
                     .rest
                     .find(|ch: char| ch == '(' || ch.is_whitespace())
@@ -387,8 +403,10 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                 }
                 c.rest = &c.rest[1..];
                 let mut operands = Vec::new();
+                let mut operand_at = Vec::new();
                 if !c.eat(")") {
                     loop {
+                        operand_at.push(c.at());
                         operands.push(c.name()?);
                         if c.eat(")") {
                             break;
@@ -404,6 +422,11 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                 };
                 let tag = if c.eat("tag=") { Some(c.name()?) } else { None };
                 c.end("the instruction (only attributes `{..}` and `tag=NAME` may follow it)")?;
+                places.nodes.push(NodePlace {
+                    name: name_at,
+                    op: op_at,
+                    operands: operand_at,
+                });
                 module.nodes.push(NodeJson {
                     name,
                     op,
@@ -423,7 +446,7 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
         }
     }
     if section == Section::Closed {
-        return finish(module, &declared, registry);
+        return finish(module, &declared, &places, registry);
     }
     let line = text.lines().count().max(1);
     let column = text.lines().last().map_or(0, |l| l.chars().count()) + 1;
@@ -438,9 +461,11 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
 fn finish(
     module: ModuleJson,
     declared: &[(TensorType, usize, usize)],
+    places: &Places,
     registry: &Registry,
 ) -> Result<Program, ValidationErrors> {
-    let p = build(module, registry)?;
+    let operands: Vec<Vec<String>> = module.nodes.iter().map(|n| n.operands.clone()).collect();
+    let p = build(module, registry).map_err(|e| places.place_all(e, &operands))?;
     for (k, (n, (ty, line, column))) in p.nodes().iter().zip(declared).enumerate() {
         if n.ty != *ty {
             return Err(ValidationError::Listing {

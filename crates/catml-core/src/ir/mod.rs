@@ -12,6 +12,7 @@ pub mod dot;
 pub mod draw;
 pub mod json;
 pub mod listing;
+mod listing_places;
 mod primitive;
 mod program;
 mod registry;

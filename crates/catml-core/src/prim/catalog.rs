@@ -143,16 +143,23 @@ pub fn markdown(registry: &Registry) -> String {
             Some(c) => format!("{}: {c}", op.rule),
             None => op.rule.clone(),
         };
-        s.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} | {} | {} |\n",
-            op.name,
-            op.formula.as_deref().unwrap_or(""),
+        let cells = [
+            format!("`{}`", op.name),
+            op.formula.clone().unwrap_or_default(),
             attrs.join(", "),
-            op.domain.as_deref().unwrap_or(""),
+            op.domain.clone().unwrap_or_default(),
             rule,
-            if op.exact_eval { "yes" } else { "no" },
-            op.fragment
-        ));
+            (if op.exact_eval { "yes" } else { "no" }).to_string(),
+            op.fragment.clone(),
+        ];
+        let row: Vec<String> = cells.iter().map(|c| table_cell(c)).collect();
+        s.push_str(&format!("| {} |\n", row.join(" | ")));
     }
     s
+}
+
+/// Text made safe for one Markdown table cell: `|` (as in `|x|`) would end the cell, and a
+/// line break the row.
+fn table_cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('\n', " ")
 }

@@ -21,6 +21,16 @@ fn squared_error(b: &mut Builder, x: Var, y: Var) -> Result<Var, TypeError> {
     b.scale(r, 0.5)
 }
 
+/// Row-wise mean of (x − y)² over the row's F elements: [B, ...] -> [B]. Averaged over the
+/// rows this is the `mse` primitive, the mean over all B·F elements.
+fn mean_squared_error(b: &mut Builder, x: Var, y: Var) -> Result<Var, TypeError> {
+    let per_row: usize = b.ty(x).dims()[1..].iter().product();
+    let d = b.sub(x, y)?;
+    let sq = b.mul(d, d)?;
+    let r = row_sum(b, sq)?;
+    b.scale(r, 1.0 / per_row as f64)
+}
+
 /// Row-wise −Σ_j p_j log softmax(z)_j: [B, K] x [B, K] -> [B].
 fn cross_entropy(b: &mut Builder, p: Var, z: Var) -> Result<Var, TypeError> {
     let lp = b.log_softmax(z, 1)?;
@@ -37,7 +47,8 @@ pub(crate) fn between_paths(
     right: Var,
 ) -> Result<Var, TypeError> {
     match d {
-        Distance::Mse => squared_error(b, left, right),
+        Distance::SquaredError => squared_error(b, left, right),
+        Distance::Mse => mean_squared_error(b, left, right),
         Distance::CrossEntropy => {
             let p = b.softmax(left, 1)?;
             cross_entropy(b, p, right)
@@ -53,7 +64,8 @@ pub(crate) fn against_data(
     target: Var,
 ) -> Result<Var, TypeError> {
     match d {
-        Distance::Mse => squared_error(b, output, target),
+        Distance::SquaredError => squared_error(b, output, target),
+        Distance::Mse => mean_squared_error(b, output, target),
         Distance::CrossEntropy => cross_entropy(b, target, output),
     }
 }

@@ -4,9 +4,11 @@ use super::Path;
 
 /// How two batches are compared, row by row (a row's value is then weighted and summed).
 ///
-/// - `Mse`: ½ Σ_j (a_j − b_j)² over the features of the row (the spec's `mse`, also read as
-///   `squared_error`); unlike the `mse` primitive (mean over all elements, no ½) the row
-///   average of this term is half the summed squared error per row;
+/// - `SquaredError`: ½ Σ_j (a_j − b_j)² over the F elements of the row (the spec's
+///   `squared_error`, the default);
+/// - `Mse`: (1/F) Σ_j (a_j − b_j)² over the row (the spec's `mse`); averaged over the rows it
+///   is the `mse` primitive, the mean over all elements, so with uniform row weights
+///   `Mse` = `SquaredError` · 2/F;
 /// - `CrossEntropy`: −Σ_j p_j log softmax(z)_j with z the second argument's class scores. In an
 ///   equation p = softmax of the left path's scores (the left path is the reference); in a
 ///   supervised term p is the target data (one-hot labels or any distribution). Both need
@@ -14,6 +16,7 @@ use super::Path;
 ///   (stopped) maximum before exponentiating, so no row overflows, whatever its scores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Distance {
+    SquaredError,
     Mse,
     CrossEntropy,
 }
@@ -21,6 +24,7 @@ pub enum Distance {
 impl Distance {
     pub fn as_str(self) -> &'static str {
         match self {
+            Distance::SquaredError => "squared_error",
             Distance::Mse => "mse",
             Distance::CrossEntropy => "cross_entropy",
         }
@@ -46,7 +50,7 @@ impl Equation {
             left,
             right,
             weight: 1.0,
-            distance: Distance::Mse,
+            distance: Distance::SquaredError,
         }
     }
 
@@ -77,7 +81,7 @@ impl Supervised {
             name: name.to_string(),
             path,
             weight: 1.0,
-            loss: Distance::Mse,
+            loss: Distance::SquaredError,
         }
     }
 

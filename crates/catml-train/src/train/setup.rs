@@ -199,6 +199,7 @@ fn path_of(arrows: &[String]) -> Path {
 
 fn distance(d: DistanceSpec) -> Distance {
     match d {
+        DistanceSpec::SquaredError => Distance::SquaredError,
         DistanceSpec::Mse => Distance::Mse,
         DistanceSpec::CrossEntropy => Distance::CrossEntropy,
     }

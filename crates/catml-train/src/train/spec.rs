@@ -28,7 +28,9 @@
 //! left = ["h"]
 //! right = ["f", "g"]                   # [] is the identity at the other path's source
 //! weight = 1.0                         # default 1
-//! distance = "mse"                     # or "cross_entropy" ("squared_error" = "mse")
+//! distance = "squared_error"           # (default) per row ½ Σ (a − b)²; "mse": per row the
+//!                                      # mean of (a − b)², so the term is the mean over all
+//!                                      # elements; or "cross_entropy"
 //!
 //! [[supervised]]
 //! name = "diagnosis"
@@ -174,9 +176,11 @@ pub struct ArrowSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DistanceSpec {
-    /// `mse` (also accepted as `squared_error`): per row ½ Σ_j (a_j − b_j)².
+    /// `squared_error` (the default): per row ½ Σ_j (a_j − b_j)².
     #[default]
-    #[serde(alias = "squared_error")]
+    SquaredError,
+    /// `mse`: per row (1/F) Σ_j (a_j − b_j)² over its F elements; averaged over the rows, the
+    /// mean over all elements, as the `mse` primitive.
     Mse,
     CrossEntropy,
 }

@@ -730,12 +730,12 @@ mod tests {
     fn rewrite_counterexample_modules() {
         let registry = crate::prim::builtins();
         let before = lensir::from_str(
-            include_str!("../../../../modules/rewrite_counterexample.json"),
+            include_str!("../../data/rewrite_counterexample.json"),
             registry,
         )
         .unwrap();
         let after = lensir::from_str(
-            include_str!("../../../../modules/rewrite_counterexample.rewritten.json"),
+            include_str!("../../data/rewrite_counterexample.rewritten.json"),
             registry,
         )
         .unwrap();

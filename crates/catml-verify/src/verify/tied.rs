@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn the_block_is_the_companion_module() {
-        let text = include_str!("../../../../modules/tied_residual.json");
+        let text = include_str!("../../data/tied_residual.json");
         let module = crate::ir::json::from_str(text, crate::prim::builtins()).unwrap();
         assert_eq!(module, tied_block(2, 3, DType::F64));
     }

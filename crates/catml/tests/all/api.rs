@@ -182,6 +182,18 @@ fn derivative_programs_name_their_outputs_after_what_they_are() {
     assert_eq!(j.layout.tangents, ["tangent.t", "tangent.t.1"]);
     assert_eq!(j.program.output_names()[2..], ["tangent.t", "tangent.t.1"]);
     assert_eq!(j.layout.tangent_input(1), Some(4));
+    let names: Vec<&str> = j.program.inputs().iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "x",
+            "W1",
+            "unused",
+            "tangent.x",
+            "tangent.W1",
+            "tangent.unused"
+        ]
+    );
 
     // The gradient program has no seed inputs and the same gradients at seed 1.
     let g = ad::grad(&p).unwrap();
@@ -189,6 +201,59 @@ fn derivative_programs_name_their_outputs_after_what_they_are() {
     assert_eq!(g.program.n_inputs(), 3);
     let out = catml::interp::eval(&g.program, &[ones(0.0), ones(0.0), ones(0.0)]).unwrap();
     assert_eq!(g.layout.gradient_by_name(&out, "W1"), Some(&ones(1.0)));
+}
+
+/// Derived names already held by a primal value take the next free `.<k>`; an output that is an
+/// input has the tangent input itself as its tangent, under that input's tangent name.
+#[test]
+fn jvp_names_avoid_the_primal_names() {
+    let t = f64t(&[2]);
+    let mut b = Builder::new();
+    let x = b.input("x", t.clone(), InputKind::Data).unwrap();
+    let taken = b.input("tangent.x", t.clone(), InputKind::Data).unwrap();
+    let z = b.input("z", t, InputKind::Data).unwrap();
+    let y = b.mul(x, taken).unwrap();
+    let named = b
+        .apply_named("tangent.t", std::sync::Arc::new(prim::Neg), &[y])
+        .unwrap();
+    let p = b.finish(&[y, named, z]).unwrap();
+    assert_eq!(p.output_names(), ["t", "tangent.t", "z"]);
+    let j = ad::jvp(&p).unwrap();
+    let inputs: Vec<&str> = j.program.inputs().iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(
+        inputs,
+        [
+            "x",
+            "tangent.x",
+            "z",
+            "tangent.x.1",
+            "tangent.tangent.x",
+            "tangent.z"
+        ]
+    );
+    assert_eq!(
+        j.layout.tangents,
+        ["tangent.t.1", "tangent.tangent.t", "tangent.z"]
+    );
+    assert_eq!(j.program.output_names()[3..], j.layout.tangents[..]);
+    // d(x * x')= dx * x' + x * dx'; -d(...); dz.
+    let v = |a: f64, b: f64| Tensor::f64([2], vec![a, b]).unwrap();
+    let out = catml::interp::eval(
+        &j.program,
+        &[
+            v(1.0, 2.0),
+            v(3.0, 4.0),
+            v(5.0, 6.0),
+            v(1.0, 0.0),
+            v(0.0, 1.0),
+            v(7.0, 8.0),
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        j.layout.tangents(&out),
+        [v(3.0, 2.0), v(-3.0, -2.0), v(7.0, 8.0)]
+    );
 }
 
 #[test]

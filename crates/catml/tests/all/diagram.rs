@@ -479,6 +479,61 @@ fn row_weights_select_and_average_rows() {
     assert_eq!(losses.total, 20.0);
 }
 
+/// `Distance::Mse` with rows averaged is the `mse` primitive (the mean over all elements);
+/// `Distance::SquaredError` is ½ Σ per row, averaged over rows.
+#[test]
+fn the_mse_distance_is_the_mse_primitive_and_squared_error_half_the_row_sum() {
+    let w = [0.5, -1.0, 2.0, 0.25, 1.5, -0.75];
+    let bias = [0.1, -0.2, 0.3];
+    let x = [1.0, 2.0, -1.0, 0.5, 3.0, -2.0];
+    let target = [0.0, 1.0, 2.0, -1.0, 0.5, 0.25, 1.0, 1.0, -3.0];
+    let y = apply_affine(&x, &w, &bias, B, 2, 3);
+    let mut batch = batch_of(
+        &[("E", t64(&[B, 2], &x)), ("D", t64(&[B, 3], &target))],
+        &[],
+    );
+    batch
+        .weights
+        .insert("fit".into(), t64(&[B], &[1.0 / 3.0; 3]));
+
+    let mut b = Builder::new();
+    let ty = TensorType::new(DType::F64, [B, 3]);
+    let a = b.input("a", ty.clone(), InputKind::Data).unwrap();
+    let t = b.input("t", ty, InputKind::Data).unwrap();
+    let m = b.mse(a, t).unwrap();
+    let primitive = catml::interp::eval(
+        &b.finish(&[m]).unwrap(),
+        &[t64(&[B, 3], &y), t64(&[B, 3], &target)],
+    )
+    .unwrap()[0]
+        .item()
+        .unwrap();
+    let half_row_sums: f64 = y
+        .iter()
+        .zip(&target)
+        .map(|(a, b)| 0.5 * (a - b) * (a - b))
+        .sum::<f64>()
+        / B as f64;
+
+    for (distance, want) in [
+        (Distance::Mse, primitive),
+        (Distance::SquaredError, half_row_sums),
+    ] {
+        let mut d = diagram_with(&[("E", 2), ("D", 3)]);
+        d.arrow(lin("h", "E", "D", (2, 3), &w, &bias)).unwrap();
+        d.supervised(Supervised::new("fit", Path::of(["h"])).loss(distance))
+            .unwrap();
+        let losses = d.compile().unwrap().evaluate(&d.params(), &batch).unwrap();
+        assert!(
+            (losses.total - want).abs() < 1e-12,
+            "{distance:?}: {} vs {want}",
+            losses.total
+        );
+        check_against_differences(&d, &batch);
+    }
+    assert!((primitive - half_row_sums * 2.0 / 3.0).abs() < 1e-12);
+}
+
 fn err(r: Result<(), DiagramError>) -> String {
     r.unwrap_err().to_string()
 }

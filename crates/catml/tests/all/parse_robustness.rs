@@ -89,19 +89,3 @@ fn the_unmutated_texts_are_valid() {
     let q = json::from_str(MODULE, builtins()).unwrap();
     assert_eq!(q.n_nodes(), 3);
 }
-
-/// Malformed types are rejected with the line they are on.
-#[test]
-fn malformed_types_name_their_line() {
-    for (ty, message) in [
-        ("f64]2[", "line 3, column 8: unknown dtype `f64]2`"),
-        ("f64[2, 3", "line 3, column 8: unclosed `[` in type"),
-        ("f64[2, x]", "line 3, column 8: bad dimensions `[2, x]`"),
-        ("f16[2]", "line 3, column 8: unknown dtype `f16`"),
-        ("f64", "line 3, column 8: expected a type like f64[2, 3]"),
-    ] {
-        let text = format!("program(\n  inputs:\n    x: {ty}\n  instructions:\n  outputs: x\n)\n");
-        let err = listing::parse(&text, builtins()).unwrap_err();
-        assert_eq!(err.to_string(), message, "{ty}");
-    }
-}

@@ -1,6 +1,8 @@
-//! Golden rejection messages: every `modules/*.json` here is an invalid LensIR module, and its
-//! sibling `*.expected` holds the exact one-line `ValidationErrors` message. Run with
-//! `UPDATE_EXPECT=1` to rewrite the expectations (bless mode), then review the diff.
+//! Golden rejection messages of the LensIR JSON reader: every `modules/*.json` here is an
+//! invalid module whose fault only JSON can hold (malformed text, fields, paths, the format
+//! string), and its sibling `*.expected` holds the exact one-line `ValidationErrors` message.
+//! The type rules' rejections are file tests in the listing format (`tests/files/types/`).
+//! Run with `UPDATE_EXPECT=1` to rewrite the expectations (bless mode), then review the diff.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -77,10 +79,11 @@ fn every_expectation_has_its_module() {
 
 #[test]
 fn the_required_rejections_are_all_present() {
-    let names: Vec<String> = module_paths()
-        .iter()
-        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
-        .collect();
+    let files = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/files/types");
+    let present = |name: &str| {
+        modules_dir().join(format!("{name}.json")).exists()
+            || files.join(format!("{name}.catml")).exists()
+    };
     for required in [
         "unknown_primitive",
         "add_shape_mismatch",
@@ -111,10 +114,7 @@ fn the_required_rejections_are_all_present() {
         "unknown_format",
         "several_errors",
     ] {
-        assert!(
-            names.iter().any(|n| n == required),
-            "missing {required}.json"
-        );
+        assert!(present(required), "missing {required}");
     }
 }
 

@@ -381,21 +381,27 @@ fn arrow_parameters_can_come_from_safetensors() {
     );
 }
 
-/// `mse` names the squared-error distance; `squared_error` is still read as it.
+/// `mse` is the `mse` primitive's mean over all elements; `squared_error` (the default) is
+/// ½ Σ per row.
 #[test]
-fn mse_is_the_squared_error_distance_and_squared_error_its_alias() {
+fn mse_and_squared_error_are_distinct_distances() {
     use catml::train::spec::DistanceSpec;
-    for name in ["mse", "squared_error"] {
+    for (name, want) in [
+        ("mse", DistanceSpec::Mse),
+        ("squared_error", DistanceSpec::SquaredError),
+    ] {
         let text = SPEC.replace(
             "name = \"loop\"",
             &format!("name = \"loop\"\ndistance = \"{name}\""),
         );
         let spec = Spec::parse(&text).unwrap();
-        assert_eq!(spec.equations[1].distance, DistanceSpec::Mse, "{name}");
+        assert_eq!(spec.equations[1].distance, want, "{name}");
     }
+    let spec = Spec::parse(SPEC).unwrap();
+    assert_eq!(spec.equations[1].distance, DistanceSpec::SquaredError);
     assert_eq!(
         mistake("loss = \"cross_entropy\"", "loss = \"msee\""),
-        "supervised[1].loss: unknown variant `msee`, expected one of `mse`, `squared_error`, \
+        "supervised[1].loss: unknown variant `msee`, expected one of `squared_error`, `mse`, \
          `cross_entropy` (did you mean `mse`?)"
     );
 }
