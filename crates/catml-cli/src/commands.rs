@@ -168,7 +168,7 @@ fn inputs_with_params(
 }
 
 /// The parameters `--params` supplies (none without it).
-fn module_params(p: &Program, params: &ParamArgs) -> Result<Vec<(String, Tensor)>> {
+pub(crate) fn module_params(p: &Program, params: &ParamArgs) -> Result<Vec<(String, Tensor)>> {
     let Some(path) = &params.params else {
         return Ok(Vec::new());
     };
@@ -440,6 +440,14 @@ pub fn run(command: Command) -> Result<String> {
             output,
             smoke,
         } => crate::verify::run(seed, quick, smoke, &output),
+        Command::Export {
+            module,
+            onnx,
+            opset,
+            grad,
+            jvp,
+            params,
+        } => crate::export::run(&module, &onnx, opset, grad, jvp, &params),
         Command::Ops {
             name,
             json,

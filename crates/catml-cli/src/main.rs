@@ -6,6 +6,7 @@
 
 mod commands;
 mod dot;
+mod export;
 mod io;
 #[cfg(feature = "mpi")]
 mod mpi_train;
@@ -181,6 +182,25 @@ enum Command {
         /// The Markdown page docs/ops.md
         #[arg(long, conflicts_with = "json")]
         markdown: bool,
+    },
+    /// Write a module (or its reverse- or forward-mode program) as an ONNX model
+    Export {
+        #[arg(help = MODULE_HELP)]
+        module: PathBuf,
+        /// Where to write the ONNX model
+        #[arg(long, value_name = "OUT.onnx")]
+        onnx: PathBuf,
+        /// The default-domain opset to write
+        #[arg(long, default_value_t = catml_onnx::DEFAULT_EXPORT_OPSET, value_name = "N")]
+        opset: i64,
+        /// Export the reverse-mode program: inputs, seed.<k>; outputs, grad.<input>
+        #[arg(long)]
+        grad: bool,
+        /// Export the forward-mode program: inputs, tangent.<input>; outputs, tangent.<k>
+        #[arg(long, conflicts_with = "grad")]
+        jvp: bool,
+        #[command(flatten)]
+        params: ParamArgs,
     },
     /// Run the verification bundle and write its results file
     Verify {

@@ -1,0 +1,67 @@
+//! `catml export`: a module, or its derivative program, written as an ONNX model.
+
+use std::path::Path;
+
+use catml::tensor::Params;
+use serde_json::json;
+
+use crate::commands::module_params;
+use crate::io::{given_shapes, is_onnx, read_module, read_onnx};
+use crate::output::render;
+use crate::ParamArgs;
+
+/// Exports and writes the model; prints what was written.
+pub fn run(
+    module: &Path,
+    out: &Path,
+    opset: i64,
+    grad: bool,
+    jvp: bool,
+    params: &ParamArgs,
+) -> Result<String, String> {
+    // The module's own parameter values (an ONNX model's initializers), then `--params`.
+    let (p, mut values) = if is_onnx(module) {
+        let m = read_onnx(module, &given_shapes())?;
+        (m.program, m.params)
+    } else {
+        (read_module(module)?, Params::new())
+    };
+    for (name, t) in module_params(&p, params)? {
+        values.insert(name, t);
+    }
+    let opts = catml_onnx::ExportOptions { opset };
+    let exported = if grad {
+        catml_onnx::export_vjp(&p, &values, &opts)
+    } else if jvp {
+        catml_onnx::export_jvp(&p, &values, &opts)
+    } else {
+        catml_onnx::export(&p, &values, &opts)
+    }
+    .map_err(|e| format!("{}: {e}", module.display()))?;
+    catml_onnx::write_model(&exported.model, out).map_err(|e| e.to_string())?;
+    let g = exported
+        .model
+        .graph
+        .as_ref()
+        .expect("export writes a graph");
+    let initialized: Vec<&str> = g.initializer.iter().map(|t| t.name.as_str()).collect();
+    let missing: Vec<&str> = p
+        .param_indices()
+        .iter()
+        .map(|&i| p.inputs()[i].name.as_str())
+        .filter(|n| !initialized.contains(n))
+        .collect();
+    Ok(render(
+        &json!({
+            "written": out.display().to_string(),
+            "opset": opset,
+            "nodes": g.node.len(),
+            "inputs": g.input.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+            "outputs": g.output.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(),
+            "initializers": initialized,
+            "parameters_without_values": missing,
+            "lowered": exported.lowered,
+        }),
+        true,
+    ))
+}
