@@ -74,6 +74,11 @@ fn cases() -> Vec<Case> {
         case("add", &[&[2, 3], &[2, 3]], Any, |b, x| b.add(x[0], x[1])),
         case("sub", &[&[2, 3], &[2, 3]], Any, |b, x| b.sub(x[0], x[1])),
         case("neg", &[&[2, 3]], Any, |b, x| b.neg(x[0])),
+        case("per_example", &[&[3, 2, 3], &[2, 3]], Any, |b, x| {
+            let inner = std::sync::Arc::new(catml::prim::Mul);
+            let prim = catml::prim::batching::PerExample::new(inner, vec![true, false]);
+            b.op(std::sync::Arc::new(prim), &[x[0], x[1]])
+        }),
         case("mul", &[&[2, 3], &[2, 3]], Any, |b, x| b.mul(x[0], x[1])),
         case("exp", &[&[2, 3]], Any, |b, x| b.exp(x[0])),
         case("log", &[&[2, 3]], Positive, |b, x| b.log(x[0])),

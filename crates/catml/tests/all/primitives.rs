@@ -414,6 +414,7 @@ fn eval_one(p: &Program, inputs: &[Tensor]) -> Tensor {
 /// in `composites.rs` and `conv_pool.rs` (convolution and pooling also against hand-computed
 /// values there), so this table holds the core primitives.
 const COMPOSITES: &[&str] = &[
+    "per_example",
     "attention_probs",
     "avg_pool2d",
     "batch_matmul",

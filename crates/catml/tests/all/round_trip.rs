@@ -146,6 +146,9 @@ fn every_primitive() -> (Program, Vec<Tensor>) {
     outputs.extend(composite_nodes(&mut b, x, w));
     outputs.extend(window_nodes(&mut b));
     outputs.extend(row_nodes(&mut b, rc));
+    let per_example =
+        catml::prim::batching::PerExample::new(Arc::new(catml::prim::Mul), vec![true, false]);
+    outputs.push(b.op(Arc::new(per_example), &[x, bias]).unwrap());
     let p = b.finish(&outputs).unwrap();
     let inputs = vec![
         Tensor::f64([2, 3], vec![1.0, -2.0, 0.5, 0.0, 3.0, -0.25]).unwrap(),
