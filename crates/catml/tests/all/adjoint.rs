@@ -80,7 +80,9 @@ fn cases() -> Vec<Case> {
         case("tanh", &[&[2, 3]], Any, |b, x| b.tanh(x[0])),
         case("sigmoid", &[&[2, 3]], Any, |b, x| b.sigmoid(x[0])),
         case("relu", &[&[2, 3]], AwayFromZero, |b, x| b.relu(x[0])),
-        case("step", &[&[2, 3]], AwayFromZero, |b, x| b.heaviside(x[0])),
+        case("heaviside", &[&[2, 3]], AwayFromZero, |b, x| {
+            b.heaviside(x[0])
+        }),
         case("reciprocal", &[&[2, 3]], AwayFromZero, |b, x| {
             b.reciprocal(x[0])
         }),
