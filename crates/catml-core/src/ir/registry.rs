@@ -14,6 +14,8 @@ pub struct Registry {
     ctors: BTreeMap<String, Constructor>,
     /// Attributes of one valid instance, for primitives that have required attributes.
     examples: BTreeMap<String, Attrs>,
+    /// Earlier names still read, and the names they stand for.
+    aliases: BTreeMap<String, String>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -74,8 +76,14 @@ impl Registry {
         self
     }
 
+    /// Reads `old` as `name` from now on: modules written with an earlier name of a primitive
+    /// still load (and are written back with `name`). `names` does not list aliases.
+    pub fn alias(&mut self, old: &str, name: &str) {
+        self.aliases.insert(old.to_string(), name.to_string());
+    }
+
     pub fn contains(&self, name: &str) -> bool {
-        self.ctors.contains_key(name)
+        self.ctors.contains_key(name) || self.aliases.contains_key(name)
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
@@ -84,6 +92,7 @@ impl Registry {
 
     /// The primitive `name` with these attributes: `None` if the name is unknown.
     pub fn construct(&self, name: &str, attrs: &Attrs) -> Option<Result<Prim, TypeError>> {
+        let name = self.aliases.get(name).map_or(name, String::as_str);
         self.ctors.get(name).map(|c| c(attrs))
     }
 }

@@ -31,7 +31,7 @@ pub use conv::conv_spec::{Conv1dAttrs, Conv2dAttrs, ConvSpec};
 pub use conv::forward::Conv;
 pub use custom::closures::CustomPrimitive;
 pub use elementwise::arith::{sum_terms, Add, Mul, Neg, Sub};
-pub use elementwise::unary::{Exp, Log, Reciprocal, Relu, Rsqrt, Sigmoid, Step, Tanh};
+pub use elementwise::unary::{Exp, Heaviside, Log, Reciprocal, Relu, Rsqrt, Sigmoid, Tanh};
 pub use elementwise::{binary_row, unary_row, Binary, Unary, BINARY_ROWS, UNARY_ROWS};
 pub use linalg::linear::Linear;
 pub use linalg::matmul::MatMul;
@@ -78,9 +78,9 @@ pub(crate) fn register_unit(r: &mut Registry, name: &str, make: fn() -> Prim) {
 /// attributes) or [`Registry::register`] (a constructor reading attributes).
 pub fn registry() -> Registry {
     let mut r = Registry::empty();
-    elementwise::arith::register(&mut r);
-    elementwise::unary::register(&mut r);
     elementwise::row::register_rows(&mut r, UNARY_ROWS, BINARY_ROWS);
+    // The Heaviside step's earlier name, so that modules naming it still load.
+    r.alias("step", "heaviside");
     linalg::matmul::register(&mut r);
     reduce::sum::register(&mut r);
     structural::broadcast::register(&mut r);
@@ -157,8 +157,9 @@ pub trait Ops {
     fn relu(&mut self, x: Var) -> Result<Var, TypeError> {
         self.op(Arc::new(Relu), &[x])
     }
-    fn step(&mut self, x: Var) -> Result<Var, TypeError> {
-        self.op(Arc::new(Step), &[x])
+    /// The Heaviside step with H(0) = 0 (`heaviside`).
+    fn heaviside(&mut self, x: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(Heaviside), &[x])
     }
     /// The unary row `name` (see `prim::UNARY_ROWS`) with attribute values in the row's order.
     fn unary_row(&mut self, name: &str, attrs: &[f64], x: Var) -> Result<Var, TypeError> {

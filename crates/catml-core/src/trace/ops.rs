@@ -9,8 +9,8 @@ use super::error::CallSite;
 use super::value::{apply_at, Value};
 use crate::ir::Prim;
 use crate::prim::{
-    Broadcast, BroadcastRows, Concat, Convert, Exp, Gather, Linear, Log, MatMul, Mul, Permute,
-    Reciprocal, Relu, Reshape, Rsqrt, ScatterAdd, Sigmoid, Step, StopGradient, Sum, Tanh,
+    Broadcast, BroadcastRows, Concat, Convert, Exp, Gather, Heaviside, Linear, Log, MatMul, Mul,
+    Permute, Reciprocal, Relu, Reshape, Rsqrt, ScatterAdd, Sigmoid, StopGradient, Sum, Tanh,
 };
 use crate::tensor::{DType, Shape, Tensor, TensorType};
 
@@ -57,8 +57,8 @@ impl Value {
 
     /// The Heaviside step with H(0) = 0.
     #[track_caller]
-    pub fn step(&self) -> Value {
-        self.unary_at(Location::caller(), Arc::new(Step))
+    pub fn heaviside(&self) -> Value {
+        self.unary_at(Location::caller(), Arc::new(Heaviside))
     }
 
     /// 1 / x; nonzero inputs only.

@@ -66,7 +66,7 @@ pub(crate) const OPS: &[(&str, MapFn)] = &[
     ("square", square),
     ("log1p", log1p),
     ("expm1", expm1),
-    ("step", step),
+    ("heaviside", step),
     ("leaky_relu", leaky_relu),
     ("elu", elu),
     ("gelu", gelu),

@@ -279,7 +279,7 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
                 c.b.full_like(alpha, x)
                     .map_err(|er| c.err(er.to_string()))?;
             let d = t!(c, c.b.sub(x, t))?;
-            let s = t!(c, c.b.step(d))?;
+            let s = t!(c, c.b.heaviside(d))?;
             t!(c, c.b.mul(x, s))?
         }
         "Swish" => {
@@ -299,10 +299,10 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
             let lv = c.b.full_like(l, x).map_err(|er| c.err(er.to_string()))?;
             let bv = c.b.full_like(bias, x).map_err(|er| c.err(er.to_string()))?;
             let d1 = t!(c, c.b.sub(x, lv))?;
-            let s1 = t!(c, c.b.step(d1))?;
+            let s1 = t!(c, c.b.heaviside(d1))?;
             let nx = t!(c, c.b.neg(x))?;
             let d2 = t!(c, c.b.sub(nx, lv))?;
-            let s2 = t!(c, c.b.step(d2))?;
+            let s2 = t!(c, c.b.heaviside(d2))?;
             let xm = t!(c, c.b.sub(x, bv))?;
             let xp = t!(c, c.b.add(x, bv))?;
             let t1 = t!(c, c.b.mul(xm, s1))?;

@@ -85,7 +85,9 @@ fn cases() -> Vec<Case> {
         case("tanh", &[&[2, 3]], Any, |b, x| b.tanh(x[0])),
         case("sigmoid", &[&[2, 3]], Any, |b, x| b.sigmoid(x[0])),
         case("relu", &[&[2, 3]], AwayFromZero, |b, x| b.relu(x[0])),
-        case("step", &[&[2, 3]], AwayFromZero, |b, x| b.step(x[0])),
+        case("heaviside", &[&[2, 3]], AwayFromZero, |b, x| {
+            b.heaviside(x[0])
+        }),
         case("reciprocal", &[&[2, 3]], AwayFromZero, |b, x| {
             b.reciprocal(x[0])
         }),
@@ -520,7 +522,7 @@ fn rule_labels() {
     let mut b = Builder::new();
     let x = b.input("x", f64t(&[2]), InputKind::Data).unwrap();
     let y = b.relu(x).unwrap();
-    let s = b.step(x).unwrap();
+    let s = b.heaviside(x).unwrap();
     let z = b.stop_gradient(x).unwrap();
     let e = b.exp(x).unwrap();
     let p = b.finish(&[y, s, z, e]).unwrap();

@@ -185,9 +185,9 @@ fn cases() -> Vec<Case> {
             &[0.0, 0.0, 2.5, 0.0],
         ),
         case(
-            "step",
+            "heaviside",
             &[(&[4], &[-1.0, 0.0, 2.5, 0.125])],
-            |b, x, _| b.step(x[0]).unwrap(),
+            |b, x, _| b.heaviside(x[0]).unwrap(),
             &[4],
             &[0.0, 0.0, 1.0, 1.0],
         ),

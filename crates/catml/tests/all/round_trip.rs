@@ -121,7 +121,7 @@ fn every_primitive() -> (Program, Vec<Tensor>) {
     let t = b.tanh(mm).unwrap();
     let sg = b.sigmoid(t).unwrap();
     let r = b.relu(x).unwrap();
-    let st = b.step(x).unwrap();
+    let st = b.heaviside(x).unwrap();
     let rc = b.reciprocal(e).unwrap();
     let rs = b.rsqrt(e).unwrap();
     let all = b.sum(rs, None).unwrap();

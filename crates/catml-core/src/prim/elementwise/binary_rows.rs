@@ -1,8 +1,8 @@
 //! The binary elementwise rows (operands of one type; broadcasting is explicit).
 
-use super::row::{BinaryRow, Domain, Interval};
+use super::row::{BinaryDerivative, BinaryRow, Domain, Interval, RowBudget};
 use super::unary_rows::UNARY_ROWS;
-use crate::ir::{Builder, RuleKind, TypeError, Var};
+use crate::ir::{Builder, Fragment, RuleKind, TypeError, Var};
 use crate::prim::Ops;
 
 /// ∂(x/y) = (1/y, -z/y).
@@ -28,6 +28,7 @@ fn max_shares(b: &mut Builder, x: Var, y: Var) -> Result<[Option<Var>; 2], TypeE
     let sign = UNARY_ROWS
         .iter()
         .find(|r| r.name == "sign")
+        .copied()
         .expect("sign is a row");
     let s = super::row::apply_unary(b, sign, &[], d)?;
     let half = b.scale(s, 0.5)?;
@@ -58,66 +59,81 @@ fn corners(x: Interval, y: Interval, f: fn(f64, f64) -> f64) -> Interval {
 const TIES: RuleKind = RuleKind::Convention("at ties each operand gets half the derivative");
 
 /// Every binary elementwise row.
-pub static BINARY_ROWS: &[BinaryRow] = &[
-    BinaryRow {
+pub static BINARY_ROWS: &[&BinaryRow] = &[
+    &super::arith::ADD,
+    &super::arith::SUB,
+    &super::arith::MUL,
+    &BinaryRow {
         name: "div",
         formula: "x / y, y != 0",
         f: |x, y| x / y,
         exact: Some(|x, y| x / y),
         domains: [Domain::All, Domain::NonZero],
-        partials: div_d,
+        derivative: BinaryDerivative::Partials(div_d),
         rule: RuleKind::Exact,
         kink: None,
         lower: Some(|b, x, y| {
             let r = b.reciprocal(y)?;
             b.mul(x, r)
         }),
-        exact_in_f32: false,
+        budget: RowBudget::Relative(1.0),
+        fragment: Fragment::Outside,
+        kernel: None,
+        weight: 1,
         caps: [8.0, 8.0],
         range: |x, y| {
             // y lies on one side of 0, at least 0.1 away: 1/y is monotone there.
             x.times(Interval::new(1.0 / y.hi, 1.0 / y.lo))
         },
     },
-    BinaryRow {
+    &BinaryRow {
         name: "pow",
         formula: "x^y, x > 0",
         f: f64::powf,
         exact: None,
         domains: [Domain::Positive, Domain::All],
-        partials: pow_d,
+        derivative: BinaryDerivative::Partials(pow_d),
         rule: RuleKind::Exact,
         kink: None,
         lower: None,
-        exact_in_f32: false,
+        budget: RowBudget::Relative(1.0),
+        fragment: Fragment::Outside,
+        kernel: None,
+        weight: 1,
         caps: [4.0, 2.0],
         range: |x, y| corners(x, y, f64::powf),
     },
-    BinaryRow {
+    &BinaryRow {
         name: "maximum",
         formula: "max(x, y)",
         f: f64::max,
         exact: Some(|x, y| if x >= y { x.clone() } else { y.clone() }),
         domains: [Domain::All, Domain::All],
-        partials: maximum_d,
+        derivative: BinaryDerivative::Partials(maximum_d),
         rule: TIES,
         kink: Some(|x, y| x == y),
         lower: None,
-        exact_in_f32: true,
+        budget: RowBudget::Exact,
+        fragment: Fragment::Outside,
+        kernel: None,
+        weight: 1,
         caps: [64.0, 64.0],
         range: |x, y| Interval::new(x.lo.max(y.lo), x.hi.max(y.hi)),
     },
-    BinaryRow {
+    &BinaryRow {
         name: "minimum",
         formula: "min(x, y)",
         f: f64::min,
         exact: Some(|x, y| if x <= y { x.clone() } else { y.clone() }),
         domains: [Domain::All, Domain::All],
-        partials: minimum_d,
+        derivative: BinaryDerivative::Partials(minimum_d),
         rule: TIES,
         kink: Some(|x, y| x == y),
         lower: None,
-        exact_in_f32: true,
+        budget: RowBudget::Exact,
+        fragment: Fragment::Outside,
+        kernel: None,
+        weight: 1,
         caps: [64.0, 64.0],
         range: |x, y| Interval::new(x.lo.min(y.lo), x.hi.min(y.hi)),
     },

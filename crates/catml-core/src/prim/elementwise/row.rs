@@ -20,8 +20,8 @@ use num_traits::{FromPrimitive, Signed, Zero};
 use serde_json::Value;
 
 use crate::ir::{
-    AttrReader, Attrs, Budget, Builder, Drawing, KernelError, Prim, Primitive, Registry, RuleError,
-    RuleKind, TypeError, Var,
+    AttrReader, Attrs, Budget, Builder, Drawing, Fragment, KernelError, Prim, Primitive, Registry,
+    RuleError, RuleKind, TypeError, Var,
 };
 use crate::prim::dispatch::{same_float_pair, unary_float};
 use crate::prim::Ops;
@@ -102,7 +102,48 @@ pub struct AttrSpec {
 
 /// The kernel of a derivative expression: builds f'(x) (unary) from the operand `x`, the
 /// result `y` and the attributes; `None` is the zero derivative.
-pub type UnaryDerivative = fn(&mut Builder, Var, Var, &[f64]) -> Result<Option<Var>, TypeError>;
+pub type UnaryFactor = fn(&mut Builder, Var, Var, &[f64]) -> Result<Option<Var>, TypeError>;
+
+/// f'(x) ⊙ u built directly from `x`, `y`, `u` and the attributes, where that has a cheaper
+/// form than a product with f'(x) (a fused node, a linear map applied to `u`).
+pub type UnaryApply = fn(&mut Builder, Var, Var, Var, &[f64]) -> Result<Var, TypeError>;
+
+/// The derivative of a unary row. The derivative of an elementwise map is diagonal, so one
+/// form gives both the JVP (ẏ = f'(x) ẋ) and the VJP (x̄ = f'(x) ȳ).
+#[derive(Clone, Copy)]
+pub enum UnaryDerivative {
+    /// f'(x) as an expression; the rules multiply by it.
+    Factor(UnaryFactor),
+    /// u ↦ f'(x) ⊙ u as an expression.
+    Apply(UnaryApply),
+}
+
+/// The f32 error budget of a row (a [`Budget`] that a static row can hold).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RowBudget {
+    /// Bitwise equal to the f64 reference rounded.
+    Exact,
+    /// |ŷ - y| <= c (u|y| + η) per element.
+    Relative(f64),
+}
+
+impl RowBudget {
+    pub fn budget(self) -> Budget {
+        match self {
+            RowBudget::Exact => Budget::Exact,
+            RowBudget::Relative(c) => Budget::Relative(c),
+        }
+    }
+}
+
+/// Whole-tensor kernels of a row where a vectorised or native-precision path exists: the
+/// result of `borrowed`, and of `owned` written into an operand's buffer when it is held only
+/// here (`Err` gives the operands back). Operands are checked against the domain first.
+#[derive(Clone, Copy)]
+pub struct TensorKernel {
+    pub borrowed: fn(&[&Tensor]) -> Result<Tensor, KernelError>,
+    pub owned: fn(Vec<Tensor>) -> Result<Tensor, Vec<Tensor>>,
+}
 
 /// A unary row's expansion into other primitives, from the operand and the attributes.
 pub type UnaryLowering = fn(&mut Builder, Var, &[f64]) -> Result<Var, TypeError>;
@@ -130,10 +171,17 @@ pub struct UnaryRow {
     pub kink: Option<fn(f64, &[f64]) -> bool>,
     /// The expansion into other primitives, if the row has one.
     pub lower: Option<UnaryLowering>,
-    /// The f64 result is always a value of the operand's dtype (f32 runs are exact).
-    pub exact_in_f32: bool,
+    /// The f32 error budget (`docs/budgets.md`): `RowBudget::Exact` when the f64 result is
+    /// always a value of the operand's dtype.
+    pub budget: RowBudget,
+    /// The place in the core fragment (`docs/lowering.md`).
+    pub fragment: Fragment,
+    /// The kernel used instead of `f` on floats, when there is one; it computes `f`.
+    pub kernel: Option<TensorKernel>,
     /// Generators keep operands within this magnitude.
     pub cap: f64,
+    /// Relative frequency with which generators draw the row.
+    pub weight: u32,
     /// An interval holding f over an operand interval (inside the domain).
     pub range: fn(Interval, &[f64]) -> Interval,
     /// Draws attribute values from uniform numbers in [0, 1).
@@ -143,6 +191,25 @@ pub struct UnaryRow {
 /// ∂f/∂x and ∂f/∂y of a binary row from x, y and z = f(x, y); `None` is zero.
 pub type BinaryPartials = fn(&mut Builder, Var, Var, Var) -> Result<[Option<Var>; 2], TypeError>;
 
+/// A coefficient ±1 of a linear binary row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sign {
+    Plus,
+    Minus,
+}
+
+/// The derivative of a binary row.
+#[derive(Clone, Copy)]
+pub enum BinaryDerivative {
+    /// The partials as expressions: ż = ∂x f ẋ + ∂y f ẏ, (x̄, ȳ) = (∂x f z̄, ∂y f z̄).
+    Partials(BinaryPartials),
+    /// f(x, y) = a x + b y with signs a, b (add, sub): ż = f(ẋ, ẏ) (a lone tangent times its
+    /// sign), and the transpose (x̄, ȳ) = (a z̄, b z̄).
+    Linear([Sign; 2]),
+    /// f symmetric and bilinear (mul): ż = f(ẋ, y) + f(x, ẏ), (x̄, ȳ) = (f(z̄, y), f(z̄, x)).
+    Bilinear,
+}
+
 /// An elementwise operation of two operands of one type, stated once.
 pub struct BinaryRow {
     pub name: &'static str,
@@ -150,12 +217,18 @@ pub struct BinaryRow {
     pub f: fn(f64, f64) -> f64,
     pub exact: Option<fn(&Rational, &Rational) -> Rational>,
     pub domains: [Domain; 2],
-    pub partials: BinaryPartials,
+    pub derivative: BinaryDerivative,
     pub rule: RuleKind,
     pub kink: Option<fn(f64, f64) -> bool>,
     pub lower: Option<BinaryLowering>,
-    pub exact_in_f32: bool,
+    /// The f32 error budget (`docs/budgets.md`).
+    pub budget: RowBudget,
+    pub fragment: Fragment,
+    /// The kernel used instead of `f` on floats, when there is one; it computes `f`.
+    pub kernel: Option<TensorKernel>,
     pub caps: [f64; 2],
+    /// Relative frequency with which generators draw the row.
+    pub weight: u32,
     pub range: fn(Interval, Interval) -> Interval,
 }
 
@@ -187,6 +260,14 @@ impl Unary {
         Ok(Unary { row, attrs })
     }
 
+    /// The primitive of a row without attributes.
+    pub const fn of(row: &'static UnaryRow) -> Unary {
+        Unary {
+            row,
+            attrs: Vec::new(),
+        }
+    }
+
     /// The row's primitive from LensIR attributes.
     pub fn from_attrs(row: &'static UnaryRow, attrs: &Attrs) -> Result<Unary, TypeError> {
         Unary::new(row, read_attrs(row.attrs, attrs)?)
@@ -201,15 +282,15 @@ impl Unary {
     }
 
     fn check<T: Float>(&self, data: &[T]) -> Result<(), KernelError> {
-        let d = self.domain();
-        match data.iter().position(|v| !d.contains(wide(*v))) {
-            Some(i) => Err(KernelError::Domain(format!(
-                "{} of {} at element {i}, expected {}",
-                self.row.name,
-                data[i].to_f64(),
-                d.describe()
-            ))),
-            None => Ok(()),
+        check_floats(self.row.name, None, self.domain(), data)
+    }
+
+    /// The domain check of a float operand tensor.
+    fn check_tensor(&self, x: &Tensor) -> Result<(), KernelError> {
+        match x {
+            Tensor::F32(a) => self.check(a.data()),
+            Tensor::F64(a) => self.check(a.data()),
+            _ => Ok(()),
         }
     }
 
@@ -239,6 +320,48 @@ impl Unary {
 /// An element widened to f64.
 fn wide<T: Float>(v: T) -> f64 {
     Float::to_f64(v)
+}
+
+/// The domain error at element `i` of an operand (`operand`: its index, for binary rows):
+/// `log of 0 at element 1, expected a positive value`.
+fn domain_error(
+    name: &str,
+    operand: Option<usize>,
+    value: impl fmt::Display,
+    i: usize,
+    d: Domain,
+) -> KernelError {
+    let what = match operand {
+        None => format!("{name} of {value}"),
+        Some(k) => format!("{name} with operand {k} = {value}"),
+    };
+    KernelError::Domain(format!("{what} at element {i}, expected {}", d.describe()))
+}
+
+/// The first float element outside `d`, as a domain error.
+fn check_floats<T: Float>(
+    name: &str,
+    operand: Option<usize>,
+    d: Domain,
+    data: &[T],
+) -> Result<(), KernelError> {
+    match data.iter().position(|v| !d.contains(wide(*v))) {
+        Some(i) => Err(domain_error(name, operand, data[i].to_f64(), i, d)),
+        None => Ok(()),
+    }
+}
+
+/// The first rational element outside `d`, as a domain error.
+fn check_rationals(
+    name: &str,
+    operand: Option<usize>,
+    d: Domain,
+    data: &[Rational],
+) -> Result<(), KernelError> {
+    match data.iter().position(|v| !d.contains_rational(v)) {
+        Some(i) => Err(domain_error(name, operand, &data[i], i, d)),
+        None => Ok(()),
+    }
 }
 
 /// Reads a row's attributes, by spec, from LensIR JSON.
@@ -305,11 +428,26 @@ fn count_where<T: Float>(data: &[T], p: impl Fn(f64) -> bool) -> usize {
     data.iter().filter(|v| p(wide(**v))).count()
 }
 
-fn budget(exact_in_f32: bool) -> Budget {
-    if exact_in_f32 {
-        Budget::Exact
-    } else {
-        Budget::Relative(1.0)
+/// u ↦ f'(x) ⊙ u of a unary row.
+fn apply_unary_derivative(
+    row: &UnaryRow,
+    b: &mut Builder,
+    x: Var,
+    y: Var,
+    u: Var,
+    attrs: &[f64],
+) -> Result<Option<Var>, TypeError> {
+    match row.derivative {
+        UnaryDerivative::Factor(d) => d(b, x, y, attrs)?.map(|g| b.mul(u, g)).transpose(),
+        UnaryDerivative::Apply(f) => f(b, x, y, u, attrs).map(Some),
+    }
+}
+
+/// `u` times a sign.
+fn signed(b: &mut Builder, s: Sign, u: Var) -> Result<Var, TypeError> {
+    match s {
+        Sign::Plus => Ok(u),
+        Sign::Minus => b.neg(u),
     }
 }
 
@@ -324,6 +462,10 @@ impl Primitive for Unary {
         unary_float(inputs)
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        if let (Some(k), [t]) = (self.row.kernel, x) {
+            self.check_tensor(t)?;
+            return (k.borrowed)(x);
+        }
         match x {
             [Tensor::F32(a)] => Ok(Tensor::F32(self.map(a)?)),
             [Tensor::F64(a)] => Ok(Tensor::F64(self.map(a)?)),
@@ -334,6 +476,13 @@ impl Primitive for Unary {
         }
     }
     fn eval_owned(&self, mut x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        if let (Some(k), [t]) = (self.row.kernel, &x[..]) {
+            self.check_tensor(t)?;
+            return match (k.owned)(x) {
+                Ok(t) => Ok(t),
+                Err(x) => (k.borrowed)(&x.iter().collect::<Vec<_>>()),
+            };
+        }
         match (x.pop(), x.is_empty()) {
             (Some(Tensor::F32(a)), true) => Ok(Tensor::F32(self.map_owned(a)?)),
             (Some(Tensor::F64(a)), true) => Ok(Tensor::F64(self.map_owned(a)?)),
@@ -345,17 +494,9 @@ impl Primitive for Unary {
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let f = self.row.exact?;
-        let d = self.domain();
         Some(
-            match x[0].data().iter().position(|v| !d.contains_rational(v)) {
-                Some(i) => Err(KernelError::Domain(format!(
-                    "{} of {} at element {i}, expected {}",
-                    self.row.name,
-                    x[0].data()[i],
-                    d.describe()
-                ))),
-                None => Ok(x[0].map(|v| f(v, &self.attrs))),
-            },
+            check_rationals(self.row.name, None, self.domain(), x[0].data())
+                .map(|()| x[0].map(|v| f(v, &self.attrs))),
         )
     }
     fn has_rational_eval(&self) -> bool {
@@ -365,7 +506,10 @@ impl Primitive for Unary {
         self.row.rule
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> Budget {
-        budget(self.row.exact_in_f32)
+        self.row.budget.budget()
+    }
+    fn fragment(&self) -> Fragment {
+        self.row.fragment
     }
     fn convention_points(&self, x: &[&Tensor]) -> usize {
         let (Some(k), a) = (self.row.kink, &self.attrs[..]) else {
@@ -385,10 +529,14 @@ impl Primitive for Unary {
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
         let Some(d) = dx[0] else { return Ok(None) };
-        match (self.row.derivative)(b, x[0], y, &self.attrs)? {
-            Some(g) => Ok(Some(b.mul(d, g)?)),
-            None => Ok(None),
-        }
+        Ok(apply_unary_derivative(
+            self.row,
+            b,
+            x[0],
+            y,
+            d,
+            &self.attrs,
+        )?)
     }
     fn vjp(
         &self,
@@ -397,15 +545,21 @@ impl Primitive for Unary {
         y: Var,
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
-        let g = (self.row.derivative)(b, x[0], y, &self.attrs)?;
-        Ok(vec![g.map(|g| b.mul(u, g)).transpose()?])
+        Ok(vec![apply_unary_derivative(
+            self.row,
+            b,
+            x[0],
+            y,
+            u,
+            &self.attrs,
+        )?])
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         self.row.lower.map(|l| l(b, x[0], &self.attrs))
     }
     fn drawing(&self) -> Option<Drawing> {
         let row = self.row;
-        Some(Drawing::new(1, move |d| {
+        Some(Drawing::new(row.weight, move |d| {
             super::row_draw::draw_unary(d, row)
         }))
     }
@@ -433,7 +587,7 @@ impl fmt::Debug for Binary {
 }
 
 impl Binary {
-    pub fn new(row: &'static BinaryRow) -> Binary {
+    pub const fn new(row: &'static BinaryRow) -> Binary {
         Binary { row }
     }
 
@@ -443,17 +597,18 @@ impl Binary {
 
     fn check<T: Float>(&self, x: &[T], y: &[T]) -> Result<(), KernelError> {
         for (k, data) in [x, y].into_iter().enumerate() {
-            let d = self.row.domains[k];
-            if let Some(i) = data.iter().position(|v| !d.contains(wide(*v))) {
-                return Err(KernelError::Domain(format!(
-                    "{} with operand {k} = {} at element {i}, expected {}",
-                    self.row.name,
-                    data[i].to_f64(),
-                    d.describe()
-                )));
-            }
+            check_floats(self.row.name, Some(k), self.row.domains[k], data)?;
         }
         Ok(())
+    }
+
+    /// The domain checks of float operand tensors.
+    fn check_tensors(&self, x: &[&Tensor]) -> Result<(), KernelError> {
+        match x {
+            [Tensor::F32(a), Tensor::F32(b)] => self.check(a.data(), b.data()),
+            [Tensor::F64(a), Tensor::F64(b)] => self.check(a.data(), b.data()),
+            _ => Ok(()),
+        }
     }
 
     fn zip<T: Float>(&self, x: &Array<T>, y: &Array<T>) -> Result<Array<T>, KernelError> {
@@ -477,6 +632,10 @@ impl Primitive for Binary {
         same_float_pair(inputs)
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        if let Some(k) = self.row.kernel {
+            self.check_tensors(x)?;
+            return (k.borrowed)(x);
+        }
         match x {
             [Tensor::F32(a), Tensor::F32(b)] => Ok(Tensor::F32(self.zip(a, b)?)),
             [Tensor::F64(a), Tensor::F64(b)] => Ok(Tensor::F64(self.zip(a, b)?)),
@@ -486,17 +645,21 @@ impl Primitive for Binary {
             ))),
         }
     }
+    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        let Some(k) = self.row.kernel else {
+            return self.eval(&x.iter().collect::<Vec<_>>());
+        };
+        self.check_tensors(&x.iter().collect::<Vec<_>>())?;
+        match (k.owned)(x) {
+            Ok(t) => Ok(t),
+            Err(x) => (k.borrowed)(&x.iter().collect::<Vec<_>>()),
+        }
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let f = self.row.exact?;
         for (k, a) in x.iter().enumerate() {
-            let d = self.row.domains[k];
-            if let Some(i) = a.data().iter().position(|v| !d.contains_rational(v)) {
-                return Some(Err(KernelError::Domain(format!(
-                    "{} with operand {k} = {} at element {i}, expected {}",
-                    self.row.name,
-                    a.data()[i],
-                    d.describe()
-                ))));
+            if let Err(e) = check_rationals(self.row.name, Some(k), self.row.domains[k], a.data()) {
+                return Some(Err(e));
             }
         }
         let data = x[0].data().iter().zip(x[1].data()).map(|(a, b)| f(a, b));
@@ -511,7 +674,10 @@ impl Primitive for Binary {
         self.row.rule
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> Budget {
-        budget(self.row.exact_in_f32)
+        self.row.budget.budget()
+    }
+    fn fragment(&self) -> Fragment {
+        self.row.fragment
     }
     fn convention_points(&self, x: &[&Tensor]) -> usize {
         let Some(k) = self.row.kink else { return 0 };
@@ -528,14 +694,33 @@ impl Primitive for Binary {
         if dx.iter().all(Option::is_none) {
             return Ok(None);
         }
-        let partials = (self.row.partials)(b, x[0], x[1], z)?;
-        let mut terms = Vec::new();
-        for (d, p) in dx.iter().zip(partials) {
-            if let (Some(d), Some(p)) = (d, p) {
-                terms.push(Some(b.mul(*d, p)?));
+        match self.row.derivative {
+            BinaryDerivative::Partials(partials) => {
+                let partials = partials(b, x[0], x[1], z)?;
+                let mut terms = Vec::new();
+                for (d, p) in dx.iter().zip(partials) {
+                    if let (Some(d), Some(p)) = (d, p) {
+                        terms.push(Some(b.mul(*d, p)?));
+                    }
+                }
+                crate::prim::sum_terms(b, &terms)
+            }
+            BinaryDerivative::Linear(signs) => Ok(Some(match (dx[0], dx[1]) {
+                (Some(p), Some(q)) => apply_binary(b, self.row, p, q)?,
+                (Some(p), None) => signed(b, signs[0], p)?,
+                (None, Some(q)) => signed(b, signs[1], q)?,
+                (None, None) => unreachable!("a tangent is present"),
+            })),
+            BinaryDerivative::Bilinear => {
+                let left = dx[0]
+                    .map(|d| apply_binary(b, self.row, d, x[1]))
+                    .transpose()?;
+                let right = dx[1]
+                    .map(|d| apply_binary(b, self.row, x[0], d))
+                    .transpose()?;
+                crate::prim::sum_terms(b, &[left, right])
             }
         }
-        crate::prim::sum_terms(b, &terms)
     }
     fn vjp(
         &self,
@@ -544,18 +729,27 @@ impl Primitive for Binary {
         z: Var,
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
-        let partials = (self.row.partials)(b, x[0], x[1], z)?;
-        partials
-            .into_iter()
-            .map(|p| Ok(p.map(|p| b.mul(u, p)).transpose()?))
-            .collect()
+        match self.row.derivative {
+            BinaryDerivative::Partials(partials) => partials(b, x[0], x[1], z)?
+                .into_iter()
+                .map(|p| Ok(p.map(|p| b.mul(u, p)).transpose()?))
+                .collect(),
+            BinaryDerivative::Linear(signs) => Ok(vec![
+                Some(signed(b, signs[0], u)?),
+                Some(signed(b, signs[1], u)?),
+            ]),
+            BinaryDerivative::Bilinear => Ok(vec![
+                Some(apply_binary(b, self.row, u, x[1])?),
+                Some(apply_binary(b, self.row, u, x[0])?),
+            ]),
+        }
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         self.row.lower.map(|l| l(b, x[0], x[1]))
     }
     fn drawing(&self) -> Option<Drawing> {
         let row = self.row;
-        Some(Drawing::new(1, move |d| {
+        Some(Drawing::new(row.weight, move |d| {
             super::row_draw::draw_binary(d, row)
         }))
     }
@@ -594,10 +788,10 @@ pub fn apply_binary(
 /// Registers every row under its name.
 pub(crate) fn register_rows(
     r: &mut Registry,
-    unary: &'static [UnaryRow],
-    binary: &'static [BinaryRow],
+    unary: &'static [&'static UnaryRow],
+    binary: &'static [&'static BinaryRow],
 ) {
-    for row in unary {
+    for &row in unary {
         r.register(row.name, move |a: &Attrs| {
             Ok(Arc::new(Unary::from_attrs(row, a)?) as Prim)
         });
@@ -605,7 +799,7 @@ pub(crate) fn register_rows(
         let example = (row.sample_attrs)(&mut half);
         r.set_example(row.name, attrs_json(row.attrs, &example));
     }
-    for row in binary {
+    for &row in binary {
         r.register(row.name, move |a: &Attrs| {
             AttrReader::new(a).finish()?;
             Ok(Arc::new(Binary::new(row)) as Prim)

@@ -6,9 +6,10 @@ use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI, PI};
 use num_traits::{One, Signed, Zero};
 
 use super::row::{
-    apply_unary, rational, AttrKind, AttrSpec, Domain, Interval, UnaryDerivative, UnaryRow,
+    apply_unary, rational, AttrKind, AttrSpec, Domain, Interval, RowBudget, UnaryDerivative,
+    UnaryFactor, UnaryRow,
 };
-use crate::ir::{Builder, RuleKind, TypeError, Var};
+use crate::ir::{Builder, Fragment, RuleKind, TypeError, Var};
 use crate::prim::Ops;
 use crate::tensor::Rational;
 
@@ -40,6 +41,7 @@ fn row(name: &str) -> &'static UnaryRow {
     UNARY_ROWS
         .iter()
         .find(|r| r.name == name)
+        .copied()
         .expect("a row of this table")
 }
 
@@ -161,7 +163,7 @@ fn gelu_lower(b: &mut Builder, x: Var, a: &[f64]) -> Result<Var, TypeError> {
 
 /// leaky_relu'(x) = 1 for x > 0, else alpha: alpha + (1 - alpha) H(x).
 fn leaky_d(b: &mut Builder, x: Var, _: Var, a: &[f64]) -> Result<Option<Var>, TypeError> {
-    let h = b.step(x)?;
+    let h = b.heaviside(x)?;
     let s = b.scale(h, 1.0 - a[0])?;
     let c = b.full_like(a[0], x)?;
     b.add(s, c).map(Some)
@@ -169,7 +171,7 @@ fn leaky_d(b: &mut Builder, x: Var, _: Var, a: &[f64]) -> Result<Option<Var>, Ty
 
 /// elu'(x) = 1 for x > 0, else alpha e^x = y + alpha: H(x) + (1 - H(x)) (y + alpha).
 fn elu_d(b: &mut Builder, x: Var, y: Var, a: &[f64]) -> Result<Option<Var>, TypeError> {
-    let h = b.step(x)?;
+    let h = b.heaviside(x)?;
     let c = b.full_like(a[0], y)?;
     let neg = b.add(y, c)?;
     let one = b.full_like(1.0, x)?;
@@ -184,8 +186,8 @@ fn clip_d(b: &mut Builder, x: Var, _: Var, a: &[f64]) -> Result<Option<Var>, Typ
     let hi = b.full_like(a[1], x)?;
     let above = b.sub(x, lo)?;
     let below = b.sub(hi, x)?;
-    let h1 = b.step(above)?;
-    let h2 = b.step(below)?;
+    let h1 = b.heaviside(above)?;
+    let h2 = b.heaviside(below)?;
     b.mul(h1, h2).map(Some)
 }
 
@@ -274,8 +276,20 @@ const ELU_ALPHA: &[AttrSpec] = &[AttrSpec {
 const DECLARED_ZERO: RuleKind =
     RuleKind::Declared("piecewise constant: derivative 0 everywhere, undefined at the jumps");
 
+/// Base fields of a smooth row with no attributes whose derivative is a factor; rows override
+/// what differs.
+pub(super) const fn smooth(
+    name: &'static str,
+    formula: &'static str,
+    f: fn(f64, &[f64]) -> f64,
+    derivative: UnaryFactor,
+    range: fn(Interval, &[f64]) -> Interval,
+) -> UnaryRow {
+    base(name, formula, f, UnaryDerivative::Factor(derivative), range)
+}
+
 /// Base fields of a smooth row with no attributes; rows override what differs.
-const fn smooth(
+pub(super) const fn base(
     name: &'static str,
     formula: &'static str,
     f: fn(f64, &[f64]) -> f64,
@@ -294,8 +308,11 @@ const fn smooth(
         rule: RuleKind::Exact,
         kink: None,
         lower: None,
-        exact_in_f32: false,
+        budget: RowBudget::Relative(1.0),
+        fragment: Fragment::Outside,
+        kernel: None,
         cap: 4.0,
+        weight: 1,
         range,
         sample_attrs: no_attrs,
     }
@@ -311,7 +328,7 @@ const fn stepwise(
     UnaryRow {
         exact: Some(exact),
         rule: DECLARED_ZERO,
-        exact_in_f32: true,
+        budget: RowBudget::Exact,
         cap: 64.0,
         ..smooth(name, formula, f, zero, |x, _| {
             x.increasing(f64::floor).hull(x.increasing(f64::ceil))
@@ -328,17 +345,26 @@ fn atan_d(b: &mut Builder, x: Var, _: Var, _: &[f64]) -> Result<Option<Var>, Typ
 }
 
 /// Every unary elementwise row.
-pub static UNARY_ROWS: &[UnaryRow] = &[
-    smooth("sin", "sin x", |x, _| x.sin(), sin_d, whole),
-    smooth("cos", "cos x", |x, _| x.cos(), cos_d, whole),
-    smooth(
+pub static UNARY_ROWS: &[&UnaryRow] = &[
+    &super::unary::EXP,
+    &super::unary::LOG,
+    &super::unary::TANH,
+    &super::unary::SIGMOID,
+    &super::unary::RELU,
+    &super::unary::HEAVISIDE,
+    &super::unary::RECIPROCAL,
+    &super::unary::RSQRT,
+    &super::arith::NEG,
+    &smooth("sin", "sin x", |x, _| x.sin(), sin_d, whole),
+    &smooth("cos", "cos x", |x, _| x.cos(), cos_d, whole),
+    &smooth(
         "atan",
         "arctan x",
         |x, _| x.atan(),
         atan_d,
         |x, _| x.increasing(f64::atan),
     ),
-    UnaryRow {
+    &UnaryRow {
         domain: |_| Domain::NonNegative,
         ..smooth(
             "sqrt",
@@ -348,11 +374,11 @@ pub static UNARY_ROWS: &[UnaryRow] = &[
             |x, _| x.increasing(f64::sqrt),
         )
     },
-    UnaryRow {
+    &UnaryRow {
         exact: Some(|x, _| x.abs()),
         rule: RuleKind::Convention("abs'(0) = 0"),
         kink: Some(|x, _| x == 0.0),
-        exact_in_f32: true,
+        budget: RowBudget::Exact,
         ..smooth(
             "abs",
             "|x|",
@@ -361,10 +387,10 @@ pub static UNARY_ROWS: &[UnaryRow] = &[
             |x, _| Interval::new(0.0, x.mag()),
         )
     },
-    UnaryRow {
+    &UnaryRow {
         exact: Some(|x, _| sign_exact(x)),
         rule: RuleKind::Declared("sign' = 0: piecewise constant, undefined at 0"),
-        exact_in_f32: true,
+        budget: RowBudget::Exact,
         ..smooth(
             "sign",
             "-1, 0 or 1",
@@ -373,20 +399,20 @@ pub static UNARY_ROWS: &[UnaryRow] = &[
             whole,
         )
     },
-    smooth(
+    &smooth(
         "erf",
         "2/√π ∫_0^x e^(-t²) dt",
         |x, _| libm::erf(x),
         erf_d,
         |x, _| x.increasing(libm::erf),
     ),
-    UnaryRow {
+    &UnaryRow {
         exact: Some(|x, _| x * x),
         lower: Some(|b, x, _| b.mul(x, x)),
         cap: 8.0,
         ..smooth("square", "x²", |x, _| x * x, square_d, |x, _| x.square())
     },
-    UnaryRow {
+    &UnaryRow {
         domain: |_| Domain::Above(-1.0),
         ..smooth(
             "log1p",
@@ -396,7 +422,7 @@ pub static UNARY_ROWS: &[UnaryRow] = &[
             |x, _| x.increasing(f64::ln_1p),
         )
     },
-    UnaryRow {
+    &UnaryRow {
         lower: Some(|b, x, _| {
             let e = b.exp(x)?;
             let one = b.full_like(-1.0, e)?;
@@ -411,22 +437,22 @@ pub static UNARY_ROWS: &[UnaryRow] = &[
             |x, _| x.increasing(f64::exp_m1),
         )
     },
-    smooth(
+    &smooth(
         "softplus",
         "ln(1 + e^x), as max(x, 0) + ln(1 + e^-|x|)",
         |x, _| x.max(0.0) + (-x.abs()).exp().ln_1p(),
         softplus_d,
         |x, _| x.increasing(|v| v.max(0.0) + (-v.abs()).exp().ln_1p()),
     ),
-    stepwise("floor", "⌊x⌋", |x, _| x.floor(), |x, _| x.floor()),
-    stepwise("ceil", "⌈x⌉", |x, _| x.ceil(), |x, _| x.ceil()),
-    stepwise(
+    &stepwise("floor", "⌊x⌋", |x, _| x.floor(), |x, _| x.floor()),
+    &stepwise("ceil", "⌈x⌉", |x, _| x.ceil(), |x, _| x.ceil()),
+    &stepwise(
         "round",
         "x rounded to the nearest integer, half to even",
         |x, _| x.round_ties_even(),
         |x, _| round_half_even(x),
     ),
-    UnaryRow {
+    &UnaryRow {
         attrs: &[AttrSpec {
             name: "approximate",
             kind: AttrKind::Bool,
@@ -448,7 +474,7 @@ pub static UNARY_ROWS: &[UnaryRow] = &[
             |x, _| Interval::new(-0.2, x.hi.max(0.0)),
         )
     },
-    UnaryRow {
+    &UnaryRow {
         attrs: ALPHA,
         check: check_alpha,
         exact: Some(|x, a| {
@@ -469,7 +495,7 @@ pub static UNARY_ROWS: &[UnaryRow] = &[
             |x, a| x.increasing(|v| if v > 0.0 { v } else { a[0] * v }),
         )
     },
-    UnaryRow {
+    &UnaryRow {
         attrs: ELU_ALPHA,
         check: check_alpha,
         rule: RuleKind::Convention("elu'(0) = alpha"),
@@ -483,7 +509,7 @@ pub static UNARY_ROWS: &[UnaryRow] = &[
             |x, a| x.increasing(|v| if v > 0.0 { v } else { a[0] * v.exp_m1() }),
         )
     },
-    UnaryRow {
+    &UnaryRow {
         attrs: &[
             AttrSpec {
                 name: "min",
@@ -509,7 +535,7 @@ pub static UNARY_ROWS: &[UnaryRow] = &[
         }),
         rule: RuleKind::Convention("clip' = 0 at min and max"),
         kink: Some(|x, a| x == a[0] || x == a[1]),
-        exact_in_f32: false,
+        budget: RowBudget::Relative(1.0),
         sample_attrs: |u| {
             let lo = -2.0 * u();
             vec![lo, lo + 3.0 * u()]
@@ -522,7 +548,7 @@ pub static UNARY_ROWS: &[UnaryRow] = &[
             |x, a| x.increasing(|v| v.max(a[0]).min(a[1])),
         )
     },
-    UnaryRow {
+    &UnaryRow {
         attrs: &[AttrSpec {
             name: "n",
             kind: AttrKind::Integer,

@@ -149,7 +149,7 @@ impl<'a> Lowering<'a> {
         for (&tap, &xk) in taps.iter().zip(xs) {
             let d = self.minus(xk, m)?;
             if want_takes {
-                let s = self.b.step(d)?;
+                let s = self.b.heaviside(d)?;
                 takes.push(self.masked(s, tap)?);
             }
             let r = self.b.relu(d)?;
