@@ -236,6 +236,15 @@ impl Primitive for BatchNorm {
     fn drawing(&self) -> Option<crate::ir::Drawing> {
         Some(crate::ir::Drawing::new(1, draw_batch_norm))
     }
+    /// Applied per example, so batched results equal a loop bitwise.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
+    }
     fn formula(&self) -> Option<&'static str> {
         Some("x [N, C, ...], scale, bias [C]: scale (x - mu) (v + epsilon)^-1/2 + bias per channel; `mode` \"training\" (default): mu, v the batch mean and biased variance over every axis but 1, and `output` \"y\" (default), \"mean\" or \"var\" selects which result the node returns; \"inference\": operands x, scale, bias, mean, var give mu, v (var >= 0); `epsilon` > 0 defaults to 1e-5")
     }

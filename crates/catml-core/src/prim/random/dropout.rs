@@ -68,6 +68,15 @@ impl Primitive for Dropout {
     fn drawing(&self) -> Option<crate::ir::Drawing> {
         Some(crate::ir::Drawing::new(1, draw_dropout))
     }
+    /// Applied per example, so batched results equal a loop bitwise.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
+    }
     fn formula(&self) -> Option<&'static str> {
         Some("(key i64[2], x): x mask / (1 - `rate`), element i kept when bits32(key, i) < (1 - rate) 2^32; 0 <= rate < 1 (docs/random.md)")
     }

@@ -89,6 +89,15 @@ impl Primitive for RandomDraw {
     fn drawing(&self) -> Option<crate::ir::Drawing> {
         Some(crate::ir::Drawing::new(1, draw_random))
     }
+    /// Applied per example, so batched results equal a loop bitwise.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
+    }
     fn formula(&self) -> Option<&'static str> {
         Some(match self.distribution {
             Distribution::Uniform => "key i64[2] to `shape` values uniform on [0, 1) of `dtype` (default f64); no derivative (docs/random.md)",

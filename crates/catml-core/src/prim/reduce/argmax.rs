@@ -62,6 +62,15 @@ impl Primitive for Argmax {
     fn drawing(&self) -> Option<crate::ir::Drawing> {
         Some(crate::ir::Drawing::new(1, draw_argmax))
     }
+    /// Applied per example, so batched results equal a loop bitwise.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
+    }
     fn formula(&self) -> Option<&'static str> {
         Some("i64 position of the largest x along `axis` (removed); ties: the first")
     }

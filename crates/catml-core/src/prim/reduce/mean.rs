@@ -53,6 +53,15 @@ impl Primitive for Mean {
     fn drawing(&self) -> Option<crate::ir::Drawing> {
         Some(crate::ir::Drawing::new(1, draw_mean))
     }
+    /// Applied per example, so batched results equal a loop bitwise.
+    fn batch(
+        &self,
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        crate::prim::batching::per_example(b, x, at)
+    }
     fn formula(&self) -> Option<&'static str> {
         Some("m^-1 sum over `axes` (absent: all) of x, m the number of elements summed")
     }
