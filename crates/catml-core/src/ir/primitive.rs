@@ -116,6 +116,12 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         Attrs::new()
     }
 
+    /// What it computes, in one line, for the catalog (`docs/ops.md`); elementwise rows give
+    /// theirs as data.
+    fn formula(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The shape functor: the output type from the operand types, or why they do not fit.
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError>;
 

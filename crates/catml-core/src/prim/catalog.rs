@@ -59,7 +59,7 @@ pub fn describe(registry: &Registry, name: &str) -> Option<OpInfo> {
     let example = p.attrs();
     let mut info = OpInfo {
         name: name.to_string(),
-        formula: None,
+        formula: p.formula().map(str::to_string),
         operands: None,
         attrs: example
             .iter()

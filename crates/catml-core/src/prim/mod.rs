@@ -14,6 +14,7 @@ pub mod linalg;
 pub mod loss;
 pub mod norm;
 pub mod pool;
+pub mod random;
 pub mod recurrent;
 pub mod reduce;
 pub mod softmax;
@@ -39,6 +40,11 @@ pub use pool::avg_pool::AvgPool2d;
 pub use pool::max_pool::{MaxPool2d, MaxPool2dScatter, MaxPool2dSelect};
 pub use pool::pool_spec::Pool2dAttrs;
 pub use pool::sum_pool::{SumPool2d, SumPool2dTranspose};
+pub use random::dropout::Dropout;
+pub use random::keys::{KeyOp, RandomKey};
+pub use random::sample::{Distribution, RandomDraw};
+pub use reduce::argmax::Argmax;
+pub use reduce::mean::Mean;
 pub use reduce::sum::Sum;
 pub use structural::broadcast::{Broadcast, BroadcastRows};
 pub use structural::concat::Concat;
@@ -55,6 +61,7 @@ pub use elementwise::tanh_pullback::TanhPullback;
 pub use linalg::batch_matmul::BatchMatMul;
 pub use loss::cross_entropy::CrossEntropy;
 pub use loss::mse::Mse;
+pub use norm::batch_norm::{BatchNorm, BatchNormMode, BatchNormOutput, BATCH_NORM_EPSILON};
 pub use norm::layer_norm::LayerNorm;
 pub use reduce::reduce_max::{MaxWeights, ReduceMax};
 pub use softmax::forward::{LogSoftmax, Softmax};
@@ -83,6 +90,8 @@ pub fn registry() -> Registry {
     r.alias("step", "heaviside");
     linalg::matmul::register(&mut r);
     reduce::sum::register(&mut r);
+    reduce::mean::register(&mut r);
+    reduce::argmax::register(&mut r);
     structural::broadcast::register(&mut r);
     structural::layout::register(&mut r);
     structural::gather::register(&mut r);
@@ -97,6 +106,9 @@ pub fn registry() -> Registry {
     pool::max_pool::register(&mut r);
     register_composites(&mut r);
     batching::per_example::register(&mut r);
+    random::keys::register(&mut r);
+    random::sample::register(&mut r);
+    random::dropout::register(&mut r);
     r
 }
 
@@ -105,6 +117,7 @@ fn register_composites(r: &mut Registry) {
     linalg::batch_matmul::register(r);
     loss::cross_entropy::register(r);
     norm::layer_norm::register(r);
+    norm::batch_norm::register(r);
     softmax::masked_softmax::register(r);
     loss::mse::register(r);
     structural::one_hot::register(r);
@@ -249,6 +262,15 @@ pub trait Ops {
     /// Sum over `axes` (all axes if `None`).
     fn sum(&mut self, x: Var, axes: Option<Vec<usize>>) -> Result<Var, TypeError> {
         self.op(Arc::new(Sum::new(axes)), &[x])
+    }
+    /// Mean over `axes` (all axes if `None`).
+    fn mean(&mut self, x: Var, axes: Option<Vec<usize>>) -> Result<Var, TypeError> {
+        self.op(Arc::new(Mean::new(axes)), &[x])
+    }
+    /// The first position of the maximum along `axis`, as i64 (the axis is removed); no
+    /// derivative passes through it.
+    fn argmax(&mut self, x: Var, axis: usize) -> Result<Var, TypeError> {
+        self.op(Arc::new(Argmax { axis }), &[x])
     }
     /// broadcast_in_dim: operand dim i goes to result dim `dims[i]`.
     fn broadcast(
@@ -442,6 +464,71 @@ pub trait Ops {
             None => self.op(Arc::new(LayerNorm::new(axes, eps, false)), &[x]),
             Some((g, b)) => self.op(Arc::new(LayerNorm::new(axes, eps, true)), &[x, g, b]),
         }
+    }
+    /// Batch normalisation of x (N, C, ...) with the batch's statistics: the normalised values,
+    /// the batch mean (C) and the biased batch variance (C), as three nodes.
+    fn batch_norm_train(
+        &mut self,
+        x: Var,
+        scale: Var,
+        bias: Var,
+        epsilon: f64,
+    ) -> Result<(Var, Var, Var), TypeError> {
+        let mut node = |output| {
+            let p = BatchNorm::new(epsilon, BatchNormMode::Training, output);
+            self.op(Arc::new(p), &[x, scale, bias])
+        };
+        Ok((
+            node(BatchNormOutput::Y)?,
+            node(BatchNormOutput::Mean)?,
+            node(BatchNormOutput::Var)?,
+        ))
+    }
+    /// Batch normalisation of x (N, C, ...) with given per-channel statistics (C).
+    fn batch_norm_infer(
+        &mut self,
+        x: Var,
+        [scale, bias, mean, var]: [Var; 4],
+        epsilon: f64,
+    ) -> Result<Var, TypeError> {
+        let p = BatchNorm::new(epsilon, BatchNormMode::Inference, BatchNormOutput::Y);
+        self.op(Arc::new(p), &[x, scale, bias, mean, var])
+    }
+    /// A tensor of this type drawn from `key` (i64[2]): uniform on [0, 1) or standard normal.
+    fn random(
+        &mut self,
+        key: Var,
+        distribution: Distribution,
+        ty: &TensorType,
+    ) -> Result<Var, TypeError> {
+        let p = RandomDraw {
+            distribution,
+            shape: ty.shape.clone(),
+            dtype: ty.dtype,
+        };
+        self.op(Arc::new(p), &[key])
+    }
+    /// x · mask / (1 - rate), the mask drawn from `key` (i64[2]).
+    fn dropout(&mut self, key: Var, x: Var, rate: f64) -> Result<Var, TypeError> {
+        self.op(Arc::new(Dropout::new(rate)?), &[key, x])
+    }
+    /// `count` keys (i64[count, 2]) from one.
+    fn random_split(&mut self, key: Var, count: usize) -> Result<Var, TypeError> {
+        self.op(
+            Arc::new(RandomKey {
+                op: KeyOp::Split { count },
+            }),
+            &[key],
+        )
+    }
+    /// The key for `data` derived from `key`.
+    fn random_fold_in(&mut self, key: Var, data: u64) -> Result<Var, TypeError> {
+        self.op(
+            Arc::new(RandomKey {
+                op: KeyOp::FoldIn { data },
+            }),
+            &[key],
+        )
     }
     /// Mean cross-entropy of (B, C) logits against i64 labels (B).
     fn cross_entropy(&mut self, logits: Var, labels: Var) -> Result<Var, TypeError> {

@@ -8,6 +8,8 @@
 //! | [`Conv2d`] / [`Conv1d`] | W (O, C/g, k..), b (O) | O·(C/g)·∏k + O |
 //! | [`Pool2d`] | none | 0 |
 //! | [`LayerNorm`] | gamma, beta (trailing axes) | 2·∏ axes |
+//! | [`BatchNorm`] | scale, bias (C); running statistics held apart | 2C |
+//! | [`Dropout`] | none (a key per call) | 0 |
 //! | [`Embedding`] | table (V, D) | V·D |
 //! | [`MultiHeadAttention`] | Wq, bq, Wk, bk, Wv, bv, Wo, bo | 4(D² + D) for self-attention |
 //! | [`Rnn`] | W_ih (H, D), W_hh (H, H), b (H) | H·D + H² + H |
@@ -17,7 +19,9 @@
 //! [`Gru`] start from a zero state and give every state.
 
 mod attention;
+mod batch_norm;
 mod conv;
+mod dropout;
 mod embedding;
 mod init;
 mod linear;
@@ -27,7 +31,9 @@ mod recurrent;
 mod sequential;
 
 pub use attention::MultiHeadAttention;
+pub use batch_norm::{BatchNorm, RunningStats};
 pub use conv::{Conv1d, Conv2d};
+pub use dropout::Dropout;
 pub use embedding::Embedding;
 pub use init::{fans, seeded, Init};
 pub use linear::{linear, Dense, Linear};
@@ -44,6 +50,16 @@ use rand::Rng;
 use crate::ir::{Builder, InputKind, TypeError, Var};
 use crate::tensor::TensorType;
 use crate::trace::{OperandTypes, TraceError, Value};
+
+/// Whether a layer uses batch statistics (and randomness) or fixed ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Batch statistics; dropout drops.
+    #[default]
+    Train,
+    /// Running statistics; dropout is the identity.
+    Eval,
+}
 
 /// A parameter named `name` of type `ty`, drawn from `init` (see [`Value::param`]). The draw
 /// happens in both modes, so eager and traced runs from one seed see the same values.

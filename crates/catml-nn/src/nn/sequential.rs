@@ -2,7 +2,9 @@
 
 use rand::Rng;
 
-use super::{Conv1d, Conv2d, Embedding, Gru, LayerNorm, Linear, MultiHeadAttention, Pool2d, Rnn};
+use super::{
+    BatchNorm, Conv1d, Conv2d, Embedding, Gru, LayerNorm, Linear, MultiHeadAttention, Pool2d, Rnn,
+};
 use crate::tensor::TensorType;
 use crate::trace::{tag_scope, Value};
 
@@ -39,6 +41,7 @@ layer_by_apply!(
     Conv1d,
     Conv2d,
     LayerNorm,
+    BatchNorm,
     Embedding,
     MultiHeadAttention
 );

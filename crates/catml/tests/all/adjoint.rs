@@ -203,6 +203,7 @@ fn cases() -> Vec<Case> {
     v.extend(composite_cases());
     v.extend(window_cases());
     v.extend(row_cases());
+    v.extend(statistics_and_random_cases());
     v
 }
 
@@ -598,4 +599,73 @@ fn relu_at_exact_zeros_reports_the_convention() {
     let seed = Tensor::full(&f64t(&[2, 3]), 1.0);
     let (_, report) = eval_with_report(&v.program, &[xv, seed]).unwrap();
     assert!(report.conventions.is_empty(), "{:?}", report.conventions);
+}
+
+/// Means, argmax, batch normalisation and the random primitives (keys are constants).
+fn statistics_and_random_cases() -> Vec<Case> {
+    use catml::prim::random::threefry::key_tensor;
+    use catml::prim::Distribution;
+    use Domain::*;
+    let key = |b: &mut Builder| b.constant(key_tensor([7, 0x9E37_79B9]));
+    vec![
+        case("mean all", &[&[2, 3, 4]], Any, |b, x| b.mean(x[0], None)),
+        case("mean axes 2,0", &[&[2, 3, 4]], Any, |b, x| {
+            b.mean(x[0], Some(vec![2, 0]))
+        }),
+        // argmax is piecewise constant: one_hot of it times x sees x's derivative through the
+        // product only.
+        case("argmax as one_hot times x", &[&[3, 4]], Any, |b, x| {
+            let k = b.argmax(x[0], 1)?;
+            let o = b.one_hot(k, 4, DType::F64)?;
+            b.mul(o, x[0])
+        }),
+        case(
+            "batch_norm training y",
+            &[&[3, 2, 2], &[2], &[2]],
+            Any,
+            |b, x| Ok(b.batch_norm_train(x[0], x[1], x[2], 0.1)?.0),
+        ),
+        case(
+            "batch_norm training mean",
+            &[&[3, 2], &[2], &[2]],
+            Any,
+            |b, x| Ok(b.batch_norm_train(x[0], x[1], x[2], 0.1)?.1),
+        ),
+        case(
+            "batch_norm training var",
+            &[&[3, 2, 2], &[2], &[2]],
+            Any,
+            |b, x| Ok(b.batch_norm_train(x[0], x[1], x[2], 0.1)?.2),
+        ),
+        case(
+            "batch_norm inference",
+            &[&[3, 2, 2], &[2], &[2], &[2], &[2]],
+            Any,
+            |b, x| {
+                // A variance >= 1/2: v² + 1/2.
+                let sq = b.mul(x[4], x[4])?;
+                let half = b.full_like(0.5, sq)?;
+                let var = b.add(sq, half)?;
+                b.batch_norm_infer(x[0], [x[1], x[2], x[3], var], 1e-5)
+            },
+        ),
+        case("random_uniform times x", &[&[2, 3]], Any, move |b, x| {
+            let k = key(b)?;
+            let u = b.random(k, Distribution::Uniform, &f64t(&[2, 3]))?;
+            b.mul(u, x[0])
+        }),
+        case("random_normal times x", &[&[2, 3]], Any, move |b, x| {
+            let k = key(b)?;
+            let k = b.random_fold_in(k, 3)?;
+            let z = b.random(k, Distribution::Normal, &f64t(&[2, 3]))?;
+            b.mul(z, x[0])
+        }),
+        case("dropout of a split key", &[&[4, 5]], Any, move |b, x| {
+            let k = key(b)?;
+            let keys = b.random_split(k, 3)?;
+            let one = b.gather(keys, 0, vec![1])?;
+            let k1 = b.reshape(one, [2])?;
+            b.dropout(k1, x[0], 0.5)
+        }),
+    ]
 }

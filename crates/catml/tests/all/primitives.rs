@@ -445,6 +445,19 @@ const COMPOSITES: &[&str] = &[
     "tanh_pullback",
 ];
 
+/// Primitives whose values are checked by hand in their own files: `statistics.rs` (mean,
+/// argmax and batch_norm, the composites also against their lowerings) and `random.rs`.
+const OWN_FILES: &[&str] = &[
+    "argmax",
+    "batch_norm",
+    "dropout",
+    "mean",
+    "random_fold_in",
+    "random_normal",
+    "random_split",
+    "random_uniform",
+];
+
 #[test]
 fn every_builtin_primitive_has_a_case() {
     let mut used: Vec<String> = cases()
@@ -468,7 +481,7 @@ fn every_builtin_primitive_has_a_case() {
         |n: &str| catml::prim::unary_row(n).is_some() || catml::prim::binary_row(n).is_some();
     let mut all: Vec<String> = registry
         .names()
-        .filter(|n| !COMPOSITES.contains(n) && !rows(n))
+        .filter(|n| !COMPOSITES.contains(n) && !OWN_FILES.contains(n) && !rows(n))
         .map(String::from)
         .collect();
     all.sort();

@@ -149,6 +149,7 @@ fn every_primitive() -> (Program, Vec<Tensor>) {
     let per_example =
         catml::prim::batching::PerExample::new(Arc::new(catml::prim::Mul), vec![true, false]);
     outputs.push(b.op(Arc::new(per_example), &[x, bias]).unwrap());
+    outputs.extend(statistics_and_random_nodes(&mut b, x, bias));
     let p = b.finish(&outputs).unwrap();
     let inputs = vec![
         Tensor::f64([2, 3], vec![1.0, -2.0, 0.5, 0.0, 3.0, -0.25]).unwrap(),
@@ -384,4 +385,34 @@ fn listing_with_a_wrong_declared_type_names_its_line() {
         err.to_string(),
         "line 6, column 11: instruction 1 `y` is declared f64[3] but its primitive gives f64[2]"
     );
+}
+
+/// Means, argmax, batch normalisation (both modes, every output) and the random primitives.
+fn statistics_and_random_nodes(b: &mut Builder, x: Var, c: Var) -> Vec<Var> {
+    use catml::prim::random::threefry::key;
+    use catml::prim::Distribution;
+    let k = b.constant(key(42)).unwrap();
+    let (y, mean, var) = b.batch_norm_train(x, c, c, 1e-5).unwrap();
+    let var_given = b.mul(c, c).unwrap();
+    let keys = b.random_split(k, 2).unwrap();
+    let folded = b.random_fold_in(k, 5).unwrap();
+    vec![
+        b.mean(x, Some(vec![1])).unwrap(),
+        b.mean(x, None).unwrap(),
+        b.argmax(x, 0).unwrap(),
+        y,
+        mean,
+        var,
+        b.batch_norm_infer(x, [c, c, c, var_given], 0.25).unwrap(),
+        keys,
+        b.random(
+            folded,
+            Distribution::Uniform,
+            &TensorType::new(DType::F32, [2, 2]),
+        )
+        .unwrap(),
+        b.random(k, Distribution::Normal, &TensorType::new(DType::F64, [3]))
+            .unwrap(),
+        b.dropout(k, x, 0.25).unwrap(),
+    ]
 }

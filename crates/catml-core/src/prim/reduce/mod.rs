@@ -1,5 +1,7 @@
-//! Reductions over axes: sums and maxima.
+//! Reductions over axes: sums, means, maxima and their positions.
 
+pub(crate) mod argmax;
+pub(crate) mod mean;
 pub(crate) mod reduce_max;
 pub(crate) mod slices;
 pub(crate) mod sum;
