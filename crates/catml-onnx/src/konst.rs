@@ -59,6 +59,7 @@ pub fn dtype_of(code: i32) -> Option<DType> {
         elem::FLOAT => Some(DType::F32),
         elem::DOUBLE => Some(DType::F64),
         elem::INT64 => Some(DType::I64),
+        elem::BOOL => Some(DType::Bool),
         _ => None,
     }
 }
@@ -69,6 +70,7 @@ pub fn code_of(dtype: DType) -> i32 {
         DType::F32 => elem::FLOAT,
         DType::F64 => elem::DOUBLE,
         DType::I64 => elem::INT64,
+        DType::Bool => elem::BOOL,
     }
 }
 
@@ -149,6 +151,9 @@ impl Const {
             }
             (Data::F(v), DType::F64) => Tensor::f64(self.dims.clone(), v.clone()),
             (Data::I(v), DType::I64) => Tensor::i64(self.dims.clone(), v.clone()),
+            (Data::I(v), DType::Bool) => {
+                Tensor::bool(self.dims.clone(), v.iter().map(|&x| x != 0).collect())
+            }
             _ => return Err("element data does not match its dtype".to_string()),
         };
         t.map_err(|e| e.to_string())
@@ -162,6 +167,13 @@ impl Const {
                 elem::INT64,
                 dims,
                 t.as_i64().map(|a| a.data().to_vec()).unwrap_or_default(),
+            ),
+            DType::Bool => Const::ints(
+                elem::BOOL,
+                dims,
+                t.as_bool()
+                    .map(|a| a.data().iter().map(|&x| i64::from(x)).collect())
+                    .unwrap_or_default(),
             ),
             d => Const::floats(code_of(d), dims, t.to_f64_vec()),
         }

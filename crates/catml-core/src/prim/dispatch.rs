@@ -83,6 +83,16 @@ pub fn eval_ring<K: RingKernel>(k: &K, x: &[&Tensor]) -> Result<Tensor, KernelEr
         DType::F32 => Tensor::F32(k.ring(&unpack(x, Tensor::as_f32)?)?),
         DType::F64 => Tensor::F64(k.ring(&unpack(x, Tensor::as_f64)?)?),
         DType::I64 => Tensor::I64(k.ring(&unpack(x, Tensor::as_i64)?)?),
+        // Type rules admit bools only where the kernel copies values (reshape, permute,
+        // gather): run it on 0/1 integers.
+        DType::Bool => {
+            let ints: Vec<Array<i64>> = unpack(x, Tensor::as_bool)?
+                .iter()
+                .map(|a| a.map(|&v| i64::from(v)))
+                .collect();
+            let refs: Vec<&Array<i64>> = ints.iter().collect();
+            Tensor::Bool(k.ring(&refs)?.map(|&v| v != 0))
+        }
     })
 }
 
@@ -99,9 +109,9 @@ pub fn eval_float<K: FloatKernel>(k: &K, x: &[&Tensor]) -> Result<Tensor, Kernel
     Ok(match first_dtype(x)? {
         DType::F32 => Tensor::F32(k.float(&unpack(x, Tensor::as_f32)?)?),
         DType::F64 => Tensor::F64(k.float(&unpack(x, Tensor::as_f64)?)?),
-        DType::I64 => {
+        DType::I64 | DType::Bool => {
             return Err(KernelError::Unsupported(
-                "integer operands in float arithmetic".to_string(),
+                "integer or bool operands in float arithmetic".to_string(),
             ))
         }
     })

@@ -5,6 +5,7 @@
 pub mod attention;
 pub mod batching;
 pub mod catalog;
+pub mod compare;
 pub mod conv;
 pub mod custom;
 pub mod dispatch;
@@ -104,6 +105,7 @@ pub fn registry() -> Registry {
     pool::sum_pool::register(&mut r);
     pool::avg_pool::register(&mut r);
     pool::max_pool::register(&mut r);
+    compare::register(&mut r);
     register_composites(&mut r);
     batching::per_example::register(&mut r);
     random::keys::register(&mut r);
@@ -548,6 +550,44 @@ pub trait Ops {
     }
     fn one_hot(&mut self, indices: Var, classes: usize, dtype: DType) -> Result<Var, TypeError> {
         self.op(Arc::new(OneHot { classes, dtype }), &[indices])
+    }
+
+    // Comparisons, logic and selection (bool results).
+
+    /// x ∘ y elementwise for operands of one type (f32, f64 or i64): a bool of their shape.
+    fn compare(&mut self, c: compare::Comparison, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(compare::Compare(c)), &[x, y])
+    }
+    fn equal(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.compare(compare::Comparison::Equal, x, y)
+    }
+    fn less(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.compare(compare::Comparison::Less, x, y)
+    }
+    fn less_equal(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.compare(compare::Comparison::LessEqual, x, y)
+    }
+    fn greater(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.compare(compare::Comparison::Greater, x, y)
+    }
+    fn greater_equal(&mut self, x: Var, y: Var) -> Result<Var, TypeError> {
+        self.compare(compare::Comparison::GreaterEqual, x, y)
+    }
+    fn logical_not(&mut self, c: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(compare::Logical(compare::LogicalOp::Not)), &[c])
+    }
+    fn logical_and(&mut self, c: Var, d: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(compare::Logical(compare::LogicalOp::And)), &[c, d])
+    }
+    fn logical_or(&mut self, c: Var, d: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(compare::Logical(compare::LogicalOp::Or)), &[c, d])
+    }
+    fn logical_xor(&mut self, c: Var, d: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(compare::Logical(compare::LogicalOp::Xor)), &[c, d])
+    }
+    /// a where the bool `cond` holds, else b (all of one shape).
+    fn select(&mut self, cond: Var, a: Var, b: Var) -> Result<Var, TypeError> {
+        self.op(Arc::new(compare::Where), &[cond, a, b])
     }
 }
 

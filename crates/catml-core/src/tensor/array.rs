@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use super::{DType, Element, Shape, TensorType};
+use super::{DType, Shape, TensorType};
 
 /// A dense row-major array of `T` with a shape. The buffer is shared, so clones are cheap and
 /// reshapes are free.
@@ -28,7 +28,7 @@ pub enum TensorError {
     NotOneElement(Shape),
 }
 
-impl<T: Element> Array<T> {
+impl<T: Clone> Array<T> {
     pub fn new(shape: impl Into<Shape>, data: Vec<T>) -> Result<Array<T>, TensorError> {
         let shape = shape.into();
         let expected = shape
@@ -95,7 +95,7 @@ impl<T: Element> Array<T> {
         }
     }
 
-    pub fn map<U: Element>(&self, f: impl Fn(&T) -> U) -> Array<U> {
+    pub fn map<U: Clone>(&self, f: impl Fn(&T) -> U) -> Array<U> {
         Array::from_parts(self.shape.clone(), self.data.iter().map(f).collect())
     }
 
@@ -116,6 +116,8 @@ pub enum Tensor {
     F32(Array<f32>),
     F64(Array<f64>),
     I64(Array<i64>),
+    /// Truth values; they enter arithmetic only through `convert` (false 0, true 1).
+    Bool(Array<bool>),
 }
 
 impl Tensor {
@@ -129,6 +131,9 @@ impl Tensor {
             DType::F64 => Tensor::F64(Array::new(shape, data)?),
             DType::F32 => Tensor::F32(Array::new(shape, data.iter().map(|&x| x as f32).collect())?),
             DType::I64 => Tensor::I64(Array::new(shape, data.iter().map(|&x| x as i64).collect())?),
+            DType::Bool => {
+                Tensor::Bool(Array::new(shape, data.iter().map(|&x| x != 0.0).collect())?)
+            }
         })
     }
 
@@ -144,12 +149,17 @@ impl Tensor {
         Ok(Tensor::I64(Array::new(shape, data)?))
     }
 
+    pub fn bool(shape: impl Into<Shape>, data: Vec<bool>) -> Result<Tensor, TensorError> {
+        Ok(Tensor::Bool(Array::new(shape, data)?))
+    }
+
     /// A tensor filled with one value.
     pub fn full(ty: &TensorType, value: f64) -> Tensor {
         match ty.dtype {
             DType::F32 => Tensor::F32(Array::full(ty.shape.clone(), value as f32)),
             DType::F64 => Tensor::F64(Array::full(ty.shape.clone(), value)),
             DType::I64 => Tensor::I64(Array::full(ty.shape.clone(), value as i64)),
+            DType::Bool => Tensor::Bool(Array::full(ty.shape.clone(), value != 0.0)),
         }
     }
 
@@ -166,6 +176,7 @@ impl Tensor {
             Tensor::F32(_) => DType::F32,
             Tensor::F64(_) => DType::F64,
             Tensor::I64(_) => DType::I64,
+            Tensor::Bool(_) => DType::Bool,
         }
     }
 
@@ -174,6 +185,7 @@ impl Tensor {
             Tensor::F32(a) => a.shape(),
             Tensor::F64(a) => a.shape(),
             Tensor::I64(a) => a.shape(),
+            Tensor::Bool(a) => a.shape(),
         }
     }
 
@@ -204,6 +216,7 @@ impl Tensor {
             Tensor::F32(a) => a.data()[0] as f64,
             Tensor::F64(a) => a.data()[0],
             Tensor::I64(a) => a.data()[0] as f64,
+            Tensor::Bool(a) => f64::from(u8::from(a.data()[0])),
         })
     }
 
@@ -214,15 +227,17 @@ impl Tensor {
             Tensor::F32(a) => Tensor::F32(a.map(|&x| f(x as f64) as f32)),
             Tensor::F64(a) => Tensor::F64(a.map(|&x| f(x))),
             Tensor::I64(a) => Tensor::I64(a.map(|&x| f(x as f64) as i64)),
+            Tensor::Bool(a) => Tensor::Bool(a.map(|&x| f(f64::from(u8::from(x))) != 0.0)),
         }
     }
 
-    /// The values widened to f64 (exact for f32 and for integers below 2^53).
+    /// The values widened to f64 (exact for f32 and for integers below 2^53; false 0, true 1).
     pub fn to_f64_vec(&self) -> Vec<f64> {
         match self {
             Tensor::F32(a) => a.data().iter().map(|&x| x as f64).collect(),
             Tensor::F64(a) => a.data().to_vec(),
             Tensor::I64(a) => a.data().iter().map(|&x| x as f64).collect(),
+            Tensor::Bool(a) => a.data().iter().map(|&x| f64::from(u8::from(x))).collect(),
         }
     }
 
@@ -247,12 +262,20 @@ impl Tensor {
         }
     }
 
+    pub fn as_bool(&self) -> Option<&Array<bool>> {
+        match self {
+            Tensor::Bool(a) => Some(a),
+            _ => None,
+        }
+    }
+
     /// The same data under another shape of equal element count.
     pub fn reshaped(&self, shape: Shape) -> Tensor {
         match self {
             Tensor::F32(a) => Tensor::F32(a.reshaped(shape)),
             Tensor::F64(a) => Tensor::F64(a.reshaped(shape)),
             Tensor::I64(a) => Tensor::I64(a.reshaped(shape)),
+            Tensor::Bool(a) => Tensor::Bool(a.reshaped(shape)),
         }
     }
 
@@ -279,7 +302,7 @@ impl Tensor {
         match self {
             Tensor::F32(a) => split(a.data(), any_non_finite_f32),
             Tensor::F64(a) => split(a.data(), any_non_finite_f64),
-            Tensor::I64(_) => 0,
+            Tensor::I64(_) | Tensor::Bool(_) => 0,
         }
     }
 
@@ -320,6 +343,12 @@ impl From<Array<f64>> for Tensor {
 impl From<Array<i64>> for Tensor {
     fn from(a: Array<i64>) -> Tensor {
         Tensor::I64(a)
+    }
+}
+
+impl From<Array<bool>> for Tensor {
+    fn from(a: Array<bool>) -> Tensor {
+        Tensor::Bool(a)
     }
 }
 

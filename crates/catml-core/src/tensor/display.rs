@@ -4,7 +4,7 @@
 
 use std::fmt::{self, Write};
 
-use super::{Array, Element, Tensor};
+use super::{Array, Tensor};
 
 /// Tensors with more elements than this are summarised.
 pub const SUMMARY_THRESHOLD: usize = 1000;
@@ -72,7 +72,7 @@ fn write_body<T>(
 }
 
 /// The body of an array, under the formatter's precision (`{:.3}`) if one is given.
-fn body<T: Element + fmt::Debug>(
+fn body<T: Clone + fmt::Debug>(
     a: &Array<T>,
     f: &fmt::Formatter<'_>,
     multiline: Option<usize>,
@@ -114,6 +114,7 @@ impl fmt::Display for Tensor {
             Tensor::F32(a) => body(a, f, indent),
             Tensor::F64(a) => body(a, f, indent),
             Tensor::I64(a) => body(a, f, indent),
+            Tensor::Bool(a) => body(a, f, indent),
         };
         write!(f, "{prefix} {b}")
     }
@@ -127,13 +128,14 @@ impl fmt::Debug for Tensor {
             Tensor::F32(a) => body(a, f, None),
             Tensor::F64(a) => body(a, f, None),
             Tensor::I64(a) => body(a, f, None),
+            Tensor::Bool(a) => body(a, f, None),
         };
         write!(f, "{} {b}", type_prefix(self))
     }
 }
 
 /// As [`Tensor`]'s `Debug`, under the shape: `Array[2, 2] [[1.0, 2.0], [3.0, 4.5]]`.
-impl<T: Element + fmt::Debug> fmt::Debug for Array<T> {
+impl<T: Clone + fmt::Debug> fmt::Debug for Array<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Array{} {}", self.shape(), body(self, f, None))
     }
@@ -157,6 +159,11 @@ mod tests {
         assert_eq!(counting(&[]).to_string(), "f64[] 0.0");
         let i = Tensor::i64([3], vec![1, -2, 3]).unwrap();
         assert_eq!(i.to_string(), "i64[3] [1, -2, 3]");
+        let b = Tensor::bool([2, 2], vec![true, false, false, true]).unwrap();
+        assert_eq!(
+            b.to_string(),
+            "bool[2, 2] [[true, false],\n            [false, true]]"
+        );
         let blocks = counting(&[2, 2, 1]).to_string();
         assert_eq!(blocks, "f64[2, 2, 1] [[[0.0],\n               [1.0]],\n\n              [[2.0],\n               [3.0]]]");
     }

@@ -11,6 +11,8 @@ pub enum DType {
     F64,
     /// Integer indices (for `take`); kept out of arithmetic.
     I64,
+    /// Truth values (comparisons, masks for `where`); kept out of arithmetic.
+    Bool,
 }
 
 impl DType {
@@ -23,6 +25,7 @@ impl DType {
         match self {
             DType::F32 => 4,
             DType::F64 | DType::I64 => 8,
+            DType::Bool => 1,
         }
     }
 
@@ -31,7 +34,7 @@ impl DType {
         match self {
             DType::F32 => f32::EPSILON as f64 / 2.0,
             DType::F64 => f64::EPSILON / 2.0,
-            DType::I64 => 0.0,
+            DType::I64 | DType::Bool => 0.0,
         }
     }
 
@@ -40,6 +43,7 @@ impl DType {
             "f32" => Some(DType::F32),
             "f64" => Some(DType::F64),
             "i64" => Some(DType::I64),
+            "bool" => Some(DType::Bool),
             _ => None,
         }
     }
@@ -49,6 +53,7 @@ impl DType {
             DType::F32 => "f32",
             DType::F64 => "f64",
             DType::I64 => "i64",
+            DType::Bool => "bool",
         }
     }
 }

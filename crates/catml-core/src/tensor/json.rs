@@ -50,6 +50,7 @@ enum DataOut<'a> {
     F32(Floats<'a, f32>),
     F64(Floats<'a, f64>),
     I64(&'a [i64]),
+    Bool(&'a [bool]),
 }
 
 impl Serialize for Tensor {
@@ -58,6 +59,7 @@ impl Serialize for Tensor {
             Tensor::F32(a) => DataOut::F32(Floats(a.data())),
             Tensor::F64(a) => DataOut::F64(Floats(a.data())),
             Tensor::I64(a) => DataOut::I64(a.data()),
+            Tensor::Bool(a) => DataOut::Bool(a.data()),
         };
         TensorOut {
             dtype: self.dtype(),
@@ -74,6 +76,7 @@ impl Serialize for Tensor {
 enum ElementIn {
     Number(serde_json::Number),
     Text(String),
+    Truth(bool),
 }
 
 #[derive(Deserialize)]
@@ -114,9 +117,29 @@ impl<'de> Deserialize<'de> for Tensor {
                         ElementIn::Text(x) => Err(D::Error::custom(format!(
                             "data[{i}]: \"{x}\" is not an i64 integer"
                         ))),
+                        ElementIn::Truth(x) => Err(D::Error::custom(format!(
+                            "data[{i}]: {x} is not an i64 integer"
+                        ))),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 Tensor::i64(shape, data)
+            }
+            DType::Bool => {
+                let data = t
+                    .data
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| match x {
+                        ElementIn::Truth(x) => Ok(*x),
+                        ElementIn::Number(x) => Err(D::Error::custom(format!(
+                            "data[{i}]: {x} is not a bool (write true or false)"
+                        ))),
+                        ElementIn::Text(x) => Err(D::Error::custom(format!(
+                            "data[{i}]: \"{x}\" is not a bool (write true or false)"
+                        ))),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Tensor::bool(shape, data)
             }
             DType::F32 | DType::F64 => {
                 let data = t
@@ -142,6 +165,9 @@ impl<'de> Deserialize<'de> for Tensor {
                                  \"nan\", \"inf\" and \"-inf\")"
                             ))),
                         },
+                        ElementIn::Truth(x) => Err(D::Error::custom(format!(
+                            "data[{i}]: {x} is not a number (convert bools with `convert`)"
+                        ))),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 Tensor::from_f64s(dtype, shape, data)
@@ -187,6 +213,28 @@ mod tests {
             serde_json::from_str::<Tensor>(r#"{"dtype": "i64", "shape": [1], "data": ["inf"]}"#)
                 .unwrap_err();
         assert_eq!(e.to_string(), r#"data[0]: "inf" is not an i64 integer"#);
+    }
+
+    #[test]
+    fn bools_are_json_true_and_false() {
+        let t = Tensor::bool([3], vec![true, false, true]).unwrap();
+        let s = serde_json::to_string(&t).unwrap();
+        assert_eq!(
+            s,
+            r#"{"dtype":"bool","shape":[3],"data":[true,false,true]}"#
+        );
+        assert_eq!(serde_json::from_str::<Tensor>(&s).unwrap(), t);
+        let e = serde_json::from_str::<Tensor>(r#"{"dtype": "bool", "shape": [1], "data": [1]}"#)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "data[0]: 1 is not a bool (write true or false)"
+        );
+        let e = serde_json::from_str::<Tensor>(r#"{"shape": [1], "data": [true]}"#).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "data[0]: true is not a number (convert bools with `convert`)"
+        );
     }
 
     #[test]

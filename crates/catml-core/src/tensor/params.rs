@@ -46,6 +46,7 @@ impl View for Bytes<'_> {
             DType::F32 => Dtype::F32,
             DType::F64 => Dtype::F64,
             DType::I64 => Dtype::I64,
+            DType::Bool => Dtype::BOOL,
         }
     }
     fn shape(&self) -> &[usize] {
@@ -56,6 +57,7 @@ impl View for Bytes<'_> {
             Tensor::F32(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
             Tensor::F64(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
             Tensor::I64(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
+            Tensor::Bool(a) => a.data().iter().map(|&v| u8::from(v)).collect(),
         })
     }
     fn data_len(&self) -> usize {
@@ -122,7 +124,7 @@ impl Params {
         self.to_safetensors_with(None)
     }
 
-    /// Decodes a safetensors buffer (f32, f64 and i64 tensors).
+    /// Decodes a safetensors buffer (f32, f64, i64 and bool tensors).
     pub fn from_safetensors(bytes: &[u8]) -> Result<Params, ParamsError> {
         Ok(Self::from_safetensors_with_metadata(bytes)?.0)
     }
@@ -158,6 +160,15 @@ impl Params {
                         .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
                         .collect(),
                 ),
+                Dtype::BOOL => match data.iter().position(|&v| v > 1) {
+                    Some(i) => {
+                        return Err(ParamsError::Format(format!(
+                            "tensor `{name}`: bool element {i} is the byte {}, expected 0 or 1",
+                            data[i]
+                        )))
+                    }
+                    None => Tensor::bool(shape, data.iter().map(|&v| v == 1).collect()),
+                },
                 other => {
                     return Err(ParamsError::UnsupportedDType {
                         name,

@@ -55,6 +55,7 @@
 
 mod args;
 mod call;
+mod compare;
 mod composites;
 mod context;
 mod error;

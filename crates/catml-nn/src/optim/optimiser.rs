@@ -194,7 +194,7 @@ impl Optimiser {
             Method::Adam(_) => &["m/", "v/"],
         };
         for (name, t) in state.iter() {
-            if !prefixes.iter().any(|p| name.starts_with(p)) || t.dtype() == DType::I64 {
+            if !prefixes.iter().any(|p| name.starts_with(p)) || !t.dtype().is_float() {
                 return Err(OptimError::State {
                     name: name.to_string(),
                     expected: format!("a float buffer named {}<parameter>", prefixes.join(" or ")),

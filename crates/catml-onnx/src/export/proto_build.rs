@@ -14,6 +14,7 @@ pub fn elem_of(d: DType) -> i32 {
         DType::F32 => elem::FLOAT,
         DType::F64 => elem::DOUBLE,
         DType::I64 => elem::INT64,
+        DType::Bool => elem::BOOL,
     }
 }
 
@@ -23,6 +24,7 @@ pub fn tensor_proto(name: &str, t: &Tensor) -> TensorProto {
         Tensor::F32(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::F64(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::I64(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
+        Tensor::Bool(a) => a.data().iter().map(|&v| u8::from(v)).collect(),
     };
     TensorProto {
         name: name.to_string(),

@@ -16,7 +16,7 @@ use crate::ir::{
     Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
 };
 use crate::prim::Ops;
-use crate::tensor::{Array, Element, Tensor, TensorType};
+use crate::tensor::{Array, Tensor, TensorType};
 
 #[derive(Debug, Clone)]
 pub struct PerExample {
@@ -121,7 +121,7 @@ impl PerExample {
 
 /// Element `i` of a batched tensor.
 fn slice(t: &Tensor, i: usize) -> Tensor {
-    fn part<T: Element>(a: &Array<T>, i: usize) -> Array<T> {
+    fn part<T: Clone>(a: &Array<T>, i: usize) -> Array<T> {
         let n = a.len() / a.dims()[0];
         Array::new(
             a.dims()[1..].to_vec(),
@@ -133,12 +133,13 @@ fn slice(t: &Tensor, i: usize) -> Tensor {
         Tensor::F32(a) => Tensor::F32(part(a, i)),
         Tensor::F64(a) => Tensor::F64(part(a, i)),
         Tensor::I64(a) => Tensor::I64(part(a, i)),
+        Tensor::Bool(a) => Tensor::Bool(part(a, i)),
     }
 }
 
 /// The results of each example, one after another, under a leading batch axis.
 fn stack(parts: Vec<Tensor>, ty: &TensorType) -> Result<Tensor, KernelError> {
-    fn join<T: Element>(parts: Vec<Array<T>>, ty: &TensorType) -> Result<Array<T>, KernelError> {
+    fn join<T: Clone>(parts: Vec<Array<T>>, ty: &TensorType) -> Result<Array<T>, KernelError> {
         let mut data = Vec::with_capacity(ty.numel());
         for p in parts {
             data.extend_from_slice(p.data());
@@ -172,6 +173,16 @@ fn stack(parts: Vec<Tensor>, ty: &TensorType) -> Result<Tensor, KernelError> {
                 .into_iter()
                 .map(|t| match t {
                     Tensor::I64(a) => Ok(a),
+                    _ => Err(mixed()),
+                })
+                .collect::<Result<_, _>>()?,
+            ty,
+        )?),
+        crate::tensor::DType::Bool => Tensor::Bool(join(
+            parts
+                .into_iter()
+                .map(|t| match t {
+                    Tensor::Bool(a) => Ok(a),
                     _ => Err(mixed()),
                 })
                 .collect::<Result<_, _>>()?,

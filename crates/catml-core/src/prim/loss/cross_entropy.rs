@@ -91,7 +91,9 @@ impl Primitive for CrossEntropy {
         Ok(match x[0] {
             Tensor::F32(z) => Tensor::F32(Array::scalar(mean_loss(z, labels.data())?)),
             Tensor::F64(z) => Tensor::F64(Array::scalar(mean_loss(z, labels.data())?)),
-            Tensor::I64(_) => return Err(KernelError::Unsupported("integer logits".to_string())),
+            Tensor::I64(_) | Tensor::Bool(_) => {
+                return Err(KernelError::Unsupported("integer logits".to_string()))
+            }
         })
     }
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {

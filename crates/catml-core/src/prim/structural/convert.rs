@@ -1,5 +1,6 @@
 //! convert {"dtype": ..}: the only way between dtypes. Float to float is differentiable (the
-//! pullback converts back); integers carry no tangent.
+//! pullback converts back); integers and bools carry no tangent. A bool becomes 0 or 1; any
+//! number becomes the bool x != 0 (NaN is true). Floats never become i64 indices.
 
 use std::sync::Arc;
 
@@ -36,7 +37,7 @@ impl Primitive for Convert {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         arity(inputs, 1)?;
-        if inputs[0].dtype.is_float() && !self.dtype.is_float() {
+        if inputs[0].dtype.is_float() && self.dtype == DType::I64 {
             return Err(TypeError::attr(
                 "dtype",
                 format!(
@@ -55,6 +56,12 @@ impl Primitive for Convert {
             (Tensor::F64(a), DType::F32) => Tensor::F32(a.map(|&v| v as f32)),
             (Tensor::I64(a), DType::F32) => Tensor::F32(a.map(|&v| v as f32)),
             (Tensor::I64(a), DType::F64) => Tensor::F64(a.map(|&v| v as f64)),
+            (Tensor::Bool(a), DType::F32) => Tensor::F32(a.map(|&v| f32::from(u8::from(v)))),
+            (Tensor::Bool(a), DType::F64) => Tensor::F64(a.map(|&v| f64::from(u8::from(v)))),
+            (Tensor::Bool(a), DType::I64) => Tensor::I64(a.map(|&v| i64::from(v))),
+            (Tensor::F32(a), DType::Bool) => Tensor::Bool(a.map(|&v| v != 0.0)),
+            (Tensor::F64(a), DType::Bool) => Tensor::Bool(a.map(|&v| v != 0.0)),
+            (Tensor::I64(a), DType::Bool) => Tensor::Bool(a.map(|&v| v != 0)),
             (same, d) if same.dtype() == d => same.clone(),
             (other, d) => {
                 return Err(KernelError::Unsupported(format!(
@@ -68,7 +75,17 @@ impl Primitive for Convert {
         true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
-        // Exact arithmetic has one number type; conversion is the identity there.
+        // Exact arithmetic has one number type; conversion is the identity there, except that
+        // a bool is 0 or 1.
+        if self.dtype == DType::Bool {
+            return Some(Ok(x[0].map(|v| {
+                if num_traits::Zero::is_zero(v) {
+                    num_traits::Zero::zero()
+                } else {
+                    num_traits::One::one()
+                }
+            })));
+        }
         Some(Ok(Array::clone(x[0])))
     }
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {

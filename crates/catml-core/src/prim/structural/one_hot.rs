@@ -120,7 +120,9 @@ impl Primitive for OneHot {
         let t = match self.dtype {
             DType::F32 => Tensor::f32(dims, encode(idx.data(), self.classes)?),
             DType::F64 => Tensor::f64(dims, encode(idx.data(), self.classes)?),
-            DType::I64 => return Err(KernelError::Unsupported("one_hot to i64".to_string())),
+            d @ (DType::I64 | DType::Bool) => {
+                return Err(KernelError::Unsupported(format!("one_hot to {d}")))
+            }
         };
         t.map_err(|e| KernelError::Unsupported(e.to_string()))
     }

@@ -106,7 +106,9 @@ impl Primitive for Take {
         Ok(match table {
             Tensor::F32(t) => Tensor::F32(take_rows(t, idx)?),
             Tensor::F64(t) => Tensor::F64(take_rows(t, idx)?),
-            Tensor::I64(_) => return Err(KernelError::Unsupported("integer table".to_string())),
+            Tensor::I64(_) | Tensor::Bool(_) => {
+                return Err(KernelError::Unsupported("integer table".to_string()))
+            }
         })
     }
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
@@ -204,7 +206,9 @@ impl Primitive for ScatterRows {
         Ok(match u {
             Tensor::F32(a) => Tensor::F32(scatter(a, idx, self.rows)?),
             Tensor::F64(a) => Tensor::F64(scatter(a, idx, self.rows)?),
-            Tensor::I64(_) => return Err(KernelError::Unsupported("integer rows".to_string())),
+            Tensor::I64(_) | Tensor::Bool(_) => {
+                return Err(KernelError::Unsupported("integer rows".to_string()))
+            }
         })
     }
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
