@@ -2,7 +2,7 @@
 
 use super::update::check_grads;
 use super::{clip_by_global_norm, global_norm, Adam, OptimError, Schedule, Sgd};
-use crate::tensor::{DType, Params, Tensor};
+use crate::tensor::{Params, Tensor};
 
 /// The name of the step counter in the state store (an i64 scalar).
 const STEP: &str = "step";

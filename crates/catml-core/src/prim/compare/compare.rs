@@ -89,6 +89,20 @@ impl Primitive for Compare {
     fn name(&self) -> &str {
         self.0.name()
     }
+    fn drawing(&self) -> Option<crate::ir::Drawing> {
+        let c = self.0;
+        Some(crate::ir::Drawing::new(1, move |d| {
+            super::draw_selection(d, move |b, x, y| crate::prim::Ops::compare(b, c, x, y))
+        }))
+    }
+    fn batch(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<Var, RuleError> {
+        super::batch_elementwise(b, x, at)
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
     }

@@ -77,6 +77,26 @@ impl Primitive for Logical {
     fn name(&self) -> &str {
         self.0.name()
     }
+    fn drawing(&self) -> Option<crate::ir::Drawing> {
+        let op = self.0;
+        Some(crate::ir::Drawing::new(1, move |d| {
+            super::draw_selection(d, move |b, x, y| {
+                use crate::prim::Ops;
+                let p = b.compare(super::Comparison::Less, x, y)?;
+                let q = b.compare(super::Comparison::GreaterEqual, x, y)?;
+                let operands: &[Var] = if op.arity() == 1 { &[p] } else { &[p, q] };
+                b.op(Arc::new(Logical(op)), operands)
+            })
+        }))
+    }
+    fn batch(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<Var, RuleError> {
+        super::batch_elementwise(b, x, at)
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
     }

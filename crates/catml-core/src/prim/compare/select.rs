@@ -27,6 +27,21 @@ impl Primitive for Where {
     fn name(&self) -> &str {
         "where"
     }
+    fn drawing(&self) -> Option<crate::ir::Drawing> {
+        Some(crate::ir::Drawing::new(2, |d| {
+            super::draw_selection(d, |b, x, y| {
+                crate::prim::Ops::compare(b, super::Comparison::Less, x, y)
+            })
+        }))
+    }
+    fn batch(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<Var, RuleError> {
+        super::batch_elementwise(b, x, at)
+    }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact
     }

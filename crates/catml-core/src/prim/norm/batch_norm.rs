@@ -320,9 +320,10 @@ impl Primitive for BatchNorm {
         match x[0] {
             Tensor::F32(_) => Ok(Tensor::F32(self.run(&all(x, Tensor::as_f32)?)?)),
             Tensor::F64(_) => Ok(Tensor::F64(self.run(&all(x, Tensor::as_f64)?)?)),
-            Tensor::I64(_) => Err(KernelError::Unsupported(
-                "batch_norm of integers".to_string(),
-            )),
+            other => Err(KernelError::Unsupported(format!(
+                "batch_norm of {}",
+                other.dtype()
+            ))),
         }
     }
     /// The statistics are rational; the normalised values need a square root.

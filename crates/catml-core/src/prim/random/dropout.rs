@@ -95,7 +95,10 @@ impl Primitive for Dropout {
         match x[1] {
             Tensor::F32(a) => Ok(Tensor::F32(self.run(key, a))),
             Tensor::F64(a) => Ok(Tensor::F64(self.run(key, a))),
-            Tensor::I64(_) => Err(KernelError::Unsupported("dropout of integers".to_string())),
+            other => Err(KernelError::Unsupported(format!(
+                "dropout of {}",
+                other.dtype()
+            ))),
         }
     }
     fn has_rational_eval(&self) -> bool {

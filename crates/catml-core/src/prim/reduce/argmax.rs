@@ -101,7 +101,10 @@ impl Primitive for Argmax {
         match x[0] {
             Tensor::F32(a) => Ok(Tensor::I64(self.run(a, |k| k as i64))),
             Tensor::F64(a) => Ok(Tensor::I64(self.run(a, |k| k as i64))),
-            Tensor::I64(_) => Err(KernelError::Unsupported("argmax of integers".to_string())),
+            other => Err(KernelError::Unsupported(format!(
+                "argmax of {}",
+                other.dtype()
+            ))),
         }
     }
     fn has_rational_eval(&self) -> bool {
