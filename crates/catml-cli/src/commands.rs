@@ -397,7 +397,13 @@ pub fn run(command: Command) -> Result<String> {
                 .keys()
                 .find(|k| slots.iter().all(|(name, _)| name != k))
             {
-                let hint = catml::ir::suggest::did_you_mean(extra, slots.iter().map(|(n, _)| *n));
+                // A tangent keyed by the plain input name is the likeliest slip.
+                let prefixed = format!("tangent.{extra}");
+                let hint = if slots.iter().any(|(n, _)| *n == prefixed) {
+                    format!(" (did you mean `{prefixed}`?)")
+                } else {
+                    catml::ir::suggest::did_you_mean(extra, slots.iter().map(|(n, _)| *n))
+                };
                 return Err(format!(
                     "{}: unknown tangent `{extra}`{hint}",
                     tangents.display()

@@ -193,10 +193,10 @@ enum Command {
         /// The default-domain opset to write
         #[arg(long, default_value_t = catml_onnx::DEFAULT_EXPORT_OPSET, value_name = "N")]
         opset: i64,
-        /// Export the reverse-mode program: inputs, seed.<k>; outputs, grad.<input>
+        /// Export the reverse-mode program: inputs, `seed.<k>`; outputs, `grad.<input>`
         #[arg(long)]
         grad: bool,
-        /// Export the forward-mode program: inputs, tangent.<input>; outputs, tangent.<k>
+        /// Export the forward-mode program: inputs, `tangent.<input>`; outputs, `tangent.<k>`
         #[arg(long, conflicts_with = "grad")]
         jvp: bool,
         #[command(flatten)]

@@ -496,7 +496,7 @@ pub trait Ops {
         let p = BatchNorm::new(epsilon, BatchNormMode::Inference, BatchNormOutput::Y);
         self.op(Arc::new(p), &[x, scale, bias, mean, var])
     }
-    /// A tensor of this type drawn from `key` (i64[2]): uniform on [0, 1) or standard normal.
+    /// A tensor of this type drawn from `key` (`i64[2]`): uniform on [0, 1) or standard normal.
     fn random(
         &mut self,
         key: Var,
@@ -510,7 +510,7 @@ pub trait Ops {
         };
         self.op(Arc::new(p), &[key])
     }
-    /// x · mask / (1 - rate), the mask drawn from `key` (i64[2]).
+    /// x · mask / (1 - rate), the mask drawn from `key` (`i64[2]`).
     fn dropout(&mut self, key: Var, x: Var, rate: f64) -> Result<Var, TypeError> {
         self.op(Arc::new(Dropout::new(rate)?), &[key, x])
     }

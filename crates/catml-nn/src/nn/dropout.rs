@@ -37,7 +37,7 @@ impl Dropout {
         }
     }
 
-    /// Applies the layer under `tag` with this call's key (an i64[2] value).
+    /// Applies the layer under `tag` with this call's key (an `i64[2]` value).
     #[track_caller]
     pub fn apply(&self, x: &Value, key: &Value, tag: &str) -> Value {
         match self.mode {

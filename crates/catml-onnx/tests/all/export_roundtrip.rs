@@ -168,8 +168,36 @@ fn round_trip(p: &Program, x: &[Tensor], what: &str, t: &mut Tally) {
     check(&e, tolerance(p), &jn, &want, &format!("{what} jvp"), t);
 }
 
+/// Primitives the exporter has no ONNX mapping or lowering for yet, or whose ONNX operators the
+/// importer does not read back (ONNX.md, "Not exported"); every other primitive is drawn.
+const NOT_ROUND_TRIPPED: &[&str] = &[
+    "argmax",
+    "batch_norm",
+    "dropout",
+    "random_uniform",
+    "random_normal",
+    "random_split",
+    "random_fold_in",
+    "equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "logical_not",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "where",
+    "per_example",
+];
+
 #[test]
 fn generated_programs_round_trip_with_their_derivatives() {
+    let prims: Vec<String> = GenConfig::default()
+        .prims
+        .into_iter()
+        .filter(|n| !NOT_ROUND_TRIPPED.contains(&n.as_str()))
+        .collect();
     let mut t = Tally::default();
     let mut rng = ChaCha8Rng::seed_from_u64(14);
     for k in 0..1000 {
@@ -177,6 +205,7 @@ fn generated_programs_round_trip_with_their_derivatives() {
         let cfg = GenConfig {
             n_nodes: rng.random_range(2..=16),
             dtype,
+            prims: prims.clone(),
             ..GenConfig::default()
         };
         let seed = rng.random::<u64>();

@@ -204,6 +204,7 @@ fn cases() -> Vec<Case> {
     v.extend(window_cases());
     v.extend(row_cases());
     v.extend(statistics_and_random_cases());
+    v.extend(selection_cases());
     v
 }
 
@@ -668,4 +669,46 @@ fn statistics_and_random_cases() -> Vec<Case> {
             b.dropout(k1, x[0], 0.5)
         }),
     ]
+}
+
+/// Comparisons and connectives carry no derivative; a selection on them carries x's and y's:
+/// where(c, x, y) routes each element to the chosen operand.
+fn selection_cases() -> Vec<Case> {
+    use catml::prim::compare::{Comparison, LogicalOp};
+    use Domain::*;
+    let mut v: Vec<Case> = [
+        Comparison::Equal,
+        Comparison::Less,
+        Comparison::LessEqual,
+        Comparison::Greater,
+        Comparison::GreaterEqual,
+    ]
+    .into_iter()
+    .map(|c| {
+        case(c.name(), &[&[2, 3], &[2, 3]], Any, move |b, x| {
+            let m = b.compare(c, x[0], x[1])?;
+            b.select(m, x[0], x[1])
+        })
+    })
+    .collect();
+    for op in [
+        LogicalOp::Not,
+        LogicalOp::And,
+        LogicalOp::Or,
+        LogicalOp::Xor,
+    ] {
+        v.push(case(op.name(), &[&[2, 3], &[2, 3]], Any, move |b, x| {
+            let p = b.compare(Comparison::Less, x[0], x[1])?;
+            let n = b.neg(x[1])?;
+            let q = b.compare(Comparison::Greater, x[0], n)?;
+            let m = match op {
+                LogicalOp::Not => b.logical_not(p)?,
+                LogicalOp::And => b.logical_and(p, q)?,
+                LogicalOp::Or => b.logical_or(p, q)?,
+                LogicalOp::Xor => b.logical_xor(p, q)?,
+            };
+            b.select(m, x[0], x[1])
+        }));
+    }
+    v
 }

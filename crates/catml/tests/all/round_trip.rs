@@ -150,6 +150,7 @@ fn every_primitive() -> (Program, Vec<Tensor>) {
         catml::prim::batching::PerExample::new(Arc::new(catml::prim::Mul), vec![true, false]);
     outputs.push(b.op(Arc::new(per_example), &[x, bias]).unwrap());
     outputs.extend(statistics_and_random_nodes(&mut b, x, bias));
+    outputs.push(selection_node(&mut b, x));
     let p = b.finish(&outputs).unwrap();
     let inputs = vec![
         Tensor::f64([2, 3], vec![1.0, -2.0, 0.5, 0.0, 3.0, -0.25]).unwrap(),
@@ -415,4 +416,38 @@ fn statistics_and_random_nodes(b: &mut Builder, x: Var, c: Var) -> Vec<Var> {
             .unwrap(),
         b.dropout(k, x, 0.25).unwrap(),
     ]
+}
+
+/// Every comparison and connective, ending in one selection.
+fn selection_node(b: &mut Builder, x: Var) -> Var {
+    use catml::prim::compare::{Comparison, LogicalOp};
+    let n = b.neg(x).unwrap();
+    let masks: Vec<Var> = [
+        Comparison::Equal,
+        Comparison::Less,
+        Comparison::LessEqual,
+        Comparison::Greater,
+        Comparison::GreaterEqual,
+    ]
+    .into_iter()
+    .map(|c| b.compare(c, x, n).unwrap())
+    .collect();
+    let mut m = b.logical_not(masks[0]).unwrap();
+    for (op, &q) in [
+        LogicalOp::And,
+        LogicalOp::Or,
+        LogicalOp::Xor,
+        LogicalOp::And,
+    ]
+    .iter()
+    .zip(&masks[1..])
+    {
+        m = match op {
+            LogicalOp::And => b.logical_and(m, q),
+            LogicalOp::Or => b.logical_or(m, q),
+            _ => b.logical_xor(m, q),
+        }
+        .unwrap();
+    }
+    b.select(m, x, n).unwrap()
 }

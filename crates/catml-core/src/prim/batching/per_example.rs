@@ -195,6 +195,9 @@ impl Primitive for PerExample {
     fn name(&self) -> &str {
         "per_example"
     }
+    fn drawing(&self) -> Option<crate::ir::Drawing> {
+        Some(crate::ir::Drawing::new(1, draw_per_example))
+    }
     fn attrs(&self) -> Attrs {
         crate::ir::attrs_of([
             ("op", Value::from(self.inner.name())),
@@ -385,4 +388,21 @@ pub fn register(r: &mut Registry) {
         "per_example",
         crate::ir::attrs_json(r#"{"op": "tanh", "attrs": {}, "batched": [true]}"#),
     );
+}
+
+/// mul applied per example of a batched x (its leading axis) to one weight of an example's
+/// type: in the hull of the products of the two ranges.
+fn draw_per_example(d: &mut dyn crate::ir::Draw) -> Result<crate::ir::Drawn, crate::ir::DrawError> {
+    let x = d.pick();
+    let x = d.ranked(x)?;
+    let w = d.weight(&without_lead(&d.ty(x.var)))?;
+    let prim: Prim = Arc::new(PerExample::new(
+        Arc::new(crate::prim::Mul),
+        vec![true, false],
+    ));
+    let var = d.apply(prim, &[x.var, w.var])?;
+    Ok(crate::ir::Drawn {
+        var,
+        range: x.range.times(w.range),
+    })
 }

@@ -95,7 +95,8 @@ impl Primitive for Logical {
         x: &[Var],
         at: &crate::ir::BatchCtx,
     ) -> Result<Var, RuleError> {
-        super::batch_elementwise(b, x, at)
+        // An unbatched bool operand cannot be broadcast (broadcast is for numbers): apply per example.
+        crate::prim::batching::per_example(b, x, at)
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact

@@ -1,17 +1,17 @@
 //! Comparisons, logical connectives and selection: the primitives of the `bool` dtype.
 
-pub mod compare;
+pub mod comparison;
 pub mod logical;
 pub mod select;
 
-pub use compare::{Compare, Comparison};
+pub use comparison::{Compare, Comparison};
 pub use logical::{Logical, LogicalOp};
 pub use select::Where;
 
 use crate::ir::Registry;
 
 pub(crate) fn register(r: &mut Registry) {
-    compare::register(r);
+    comparison::register(r);
     logical::register(r);
     select::register(r);
 }

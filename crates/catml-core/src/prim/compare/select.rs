@@ -40,7 +40,9 @@ impl Primitive for Where {
         x: &[Var],
         at: &crate::ir::BatchCtx,
     ) -> Result<Var, RuleError> {
-        super::batch_elementwise(b, x, at)
+        // An unbatched bool condition cannot be broadcast (broadcast is for numbers): apply per
+        // example.
+        crate::prim::batching::per_example(b, x, at)
     }
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> crate::ir::Budget {
         crate::ir::Budget::Exact

@@ -48,9 +48,9 @@ pub enum BatchNormMode {
 pub enum BatchNormOutput {
     /// The normalised values, x's type.
     Y,
-    /// The batch mean per channel, [C].
+    /// The batch mean per channel, `[C]`.
     Mean,
-    /// The biased batch variance per channel, [C].
+    /// The biased batch variance per channel, `[C]`.
     Var,
 }
 

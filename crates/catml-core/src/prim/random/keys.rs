@@ -20,7 +20,7 @@ use crate::tensor::{DType, RArray, Rational, Tensor, TensorType};
 pub enum KeyOp {
     /// `count` keys, i64[count, 2].
     Split { count: usize },
-    /// One key for `data`, i64[2].
+    /// One key for `data`, `i64[2]`.
     FoldIn { data: u64 },
 }
 

@@ -1,5 +1,5 @@
 //! Counter-based random numbers (`docs/random.md`): keys (`random_split`, `random_fold_in`),
-//! draws (`random_uniform`, `random_normal`) and `dropout`, all reading an explicit i64[2] key
+//! draws (`random_uniform`, `random_normal`) and `dropout`, all reading an explicit `i64[2]` key
 //! operand, so one key gives the same bits on every run and at every thread count.
 
 pub(crate) mod dropout;

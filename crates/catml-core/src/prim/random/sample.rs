@@ -87,7 +87,8 @@ impl Primitive for RandomDraw {
         }
     }
     fn drawing(&self) -> Option<crate::ir::Drawing> {
-        Some(crate::ir::Drawing::new(1, draw_random))
+        let dist = self.distribution;
+        Some(crate::ir::Drawing::new(1, move |d| draw_random(d, dist)))
     }
     /// Applied per example, so batched results equal a loop bitwise.
     fn batch(
@@ -194,13 +195,12 @@ pub(crate) fn register(r: &mut Registry) {
 
 /// A uniform or normal draw of the pool's dtype and a random shape, from a drawn key; a normal
 /// draw is bounded by sqrt(-2 ln 2^-32) = sqrt(64 ln 2) < 6.67.
-fn draw_random(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
+fn draw_random(d: &mut dyn Draw, dist: Distribution) -> Result<Drawn, DrawError> {
     let k = super::draw_key(d)?;
     let ty = TensorType::new(d.some_dtype(), d.shape());
-    let (dist, range) = if d.chance(0.5) {
-        (Distribution::Uniform, Interval::new(0.0, 1.0))
-    } else {
-        (Distribution::Normal, Interval::symmetric(6.67))
+    let range = match dist {
+        Distribution::Uniform => Interval::new(0.0, 1.0),
+        Distribution::Normal => Interval::symmetric(6.67),
     };
     d.same(range, |b| b.random(k, dist, &ty))
 }

@@ -2,7 +2,7 @@
 //! easy as 1, 2, 3", 2011), the counter-based generator JAX uses, and the key representation
 //! every random primitive reads (`docs/random.md`).
 //!
-//! A key is an i64[2] tensor holding two 32-bit words (k0, k1), each in 0..2^32. Element i
+//! A key is an `i64[2]` tensor holding two 32-bit words (k0, k1), each in 0..2^32. Element i
 //! (row-major) of a draw is the encryption of the 64-bit counter i, split into its high and low
 //! words, under the key, so a value depends only on (key, i): the same on every run and at
 //! every thread count.
@@ -69,7 +69,7 @@ pub fn fold_in(key: [u32; 2], data: u64) -> [u32; 2] {
     block(key, data)
 }
 
-/// A key as the i64[2] tensor the random primitives read.
+/// A key as the `i64[2]` tensor the random primitives read.
 pub fn key_tensor(key: [u32; 2]) -> Tensor {
     Tensor::i64([2], vec![i64::from(key[0]), i64::from(key[1])]).expect("two words")
 }
