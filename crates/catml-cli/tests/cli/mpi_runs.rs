@@ -100,6 +100,7 @@ fn bits(t: &Tensor) -> Vec<u64> {
         Tensor::F32(a) => a.data().iter().map(|x| x.to_bits() as u64).collect(),
         Tensor::F64(a) => a.data().iter().map(|x| x.to_bits()).collect(),
         Tensor::I64(a) => a.data().iter().map(|&x| x as u64).collect(),
+        Tensor::Bool(a) => a.data().iter().map(|&x| x as u64).collect(),
     }
 }
 

@@ -77,6 +77,11 @@ impl Primitive for Logical {
     fn name(&self) -> &str {
         self.0.name()
     }
+    fn smooth(&self) -> bool {
+        // Piecewise constant, and drawn programs select on it: finite differences may cross
+        // a switch.
+        false
+    }
     fn drawing(&self) -> Option<crate::ir::Drawing> {
         let op = self.0;
         Some(crate::ir::Drawing::new(1, move |d| {
