@@ -58,6 +58,11 @@ impl Primitive for RandomKey {
     ) -> Result<crate::ir::Var, crate::ir::RuleError> {
         crate::prim::batching::per_example(b, x, at)
     }
+    fn smooth(&self) -> bool {
+        // An f32 draw reads 32 bits and an f64 draw 64 (docs/random.md), so a program and its
+        // f64 twin draw different numbers: the families comparing the two leave draws out.
+        false
+    }
     fn formula(&self) -> Option<&'static str> {
         Some(match self.op {
             KeyOp::Split { .. } => "key i64[2] to `count` keys i64[count, 2], key j = threefry(key, j) (docs/random.md)",

@@ -99,6 +99,11 @@ impl Primitive for RandomDraw {
     ) -> Result<crate::ir::Var, crate::ir::RuleError> {
         crate::prim::batching::per_example(b, x, at)
     }
+    fn smooth(&self) -> bool {
+        // An f32 draw reads 32 bits and an f64 draw 64 (docs/random.md), so a program and its
+        // f64 twin draw different numbers: the families comparing the two leave draws out.
+        false
+    }
     fn formula(&self) -> Option<&'static str> {
         Some(match self.distribution {
             Distribution::Uniform => "key i64[2] to `shape` values uniform on [0, 1) of `dtype` (default f64); no derivative (docs/random.md)",
