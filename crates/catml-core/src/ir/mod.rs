@@ -11,6 +11,7 @@ mod compose;
 pub mod dot;
 pub mod draw;
 pub mod json;
+mod linear;
 pub mod listing;
 mod listing_places;
 mod primitive;
@@ -26,6 +27,7 @@ pub use budget::{Budget, BudgetSite};
 pub use builder::{BuildError, Builder};
 pub use compose::ComposeError;
 pub use draw::{Draw, DrawError, Drawing, Drawn, Interval};
+pub use linear::{Linearity, Transpose};
 pub use primitive::{
     same_prim, Attrs, Fragment, KernelError, Prim, Primitive, RuleError, RuleKind, TypeError,
 };

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::ir::{BatchCtx, Budget, Builder, Drawing, Var};
+use crate::ir::{BatchCtx, Budget, Builder, Drawing, Linearity, Var};
 use crate::tensor::{DType, RArray, Tensor, TensorType};
 
 /// A primitive's attributes as JSON (the LensIR `attrs` object).
@@ -187,14 +187,24 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         RuleKind::Exact
     }
 
+    /// For a primitive linear in one operand, the others fixed data: which operand, and its
+    /// transpose. The default [`jvp`](Self::jvp) and [`vjp`](Self::vjp) follow from it.
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        None
+    }
+
     /// Forward rule: the output tangent from operand tangents (`None` = zero), as new nodes.
+    /// By default, a linear primitive applied to the tangent ([`Primitive::linearity`]).
     fn jvp(
         &self,
-        _b: &mut Builder,
-        _x: &[Var],
+        b: &mut Builder,
+        x: &[Var],
         _y: Var,
-        _dx: &[Option<Var>],
+        dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
+        if let Some(linear) = self.linearity() {
+            return linear.jvp(b, x, dx);
+        }
         Err(RuleError::Missing {
             op: self.name().to_string(),
             mode: "jvp",
@@ -202,13 +212,17 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
     }
 
     /// Reverse rule, independent of `jvp`: one cotangent per operand occurrence (`None` = zero).
+    /// By default, a linear primitive's transpose ([`Primitive::linearity`]).
     fn vjp(
         &self,
-        _b: &mut Builder,
-        _x: &[Var],
+        b: &mut Builder,
+        x: &[Var],
         _y: Var,
-        _dy: Var,
+        dy: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
+        if let Some(linear) = self.linearity() {
+            return linear.vjp(b, x, dy);
+        }
         Err(RuleError::Missing {
             op: self.name().to_string(),
             mode: "vjp",

@@ -27,21 +27,6 @@ pub fn sum_terms(b: &mut Builder, terms: &[Option<Var>]) -> Result<Option<Var>, 
     Ok(acc)
 }
 
-/// The tangent of a primitive linear in operand `k` and constant in the others (indices,
-/// argmax sources): the primitive itself applied to the operands with x_k replaced by dx_k.
-pub(crate) fn linear_jvp(
-    b: &mut Builder,
-    prim: Prim,
-    x: &[Var],
-    dx: &[Option<Var>],
-    k: usize,
-) -> Result<Option<Var>, RuleError> {
-    let Some(d) = dx[k] else { return Ok(None) };
-    let mut operands = x.to_vec();
-    operands[k] = d;
-    Ok(Some(b.apply(prim, &operands)?))
-}
-
 /// The product rule of a bilinear primitive B: dB(x, y) = B(dx, y) + B(x, dy).
 pub(crate) fn bilinear_jvp(
     b: &mut Builder,

@@ -14,6 +14,7 @@ use super::pool_spec::{register_pool, Pool2dAttrs};
 use super::sum_pool::SumPool2dTranspose;
 use crate::ir::{Attrs, Builder, KernelError, Primitive, Registry, RuleError, TypeError, Var};
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
+use crate::ir::{Linearity, Transpose};
 use crate::prim::dispatch::{arity, eval_float, FloatKernel};
 use crate::prim::window::draw::{nchw, pool_attrs};
 use crate::prim::Ops;
@@ -81,29 +82,8 @@ impl Primitive for AvgPool2d {
     fn flops(&self, _inputs: &[TensorType], output: &TensorType) -> u64 {
         output.numel() as u64 * (self.attrs.window() as u64 + 1)
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        let d = b.ty(x[0]).dims().to_vec();
-        let t = SumPool2dTranspose {
-            attrs: self.attrs,
-            input_size: [d[2], d[3]],
-        };
-        let spread = b.apply(Arc::new(t), &[u])?;
-        Ok(vec![Some(b.div_count(spread, self.attrs.window())?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some((|| {
@@ -119,6 +99,18 @@ impl Primitive for AvgPool2d {
         at: &crate::ir::BatchCtx,
     ) -> Result<crate::ir::Var, crate::ir::RuleError> {
         crate::prim::batching::fold_rows(b, x, at, &[0])
+    }
+}
+
+impl Transpose for AvgPool2d {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
+        let d = b.ty(x[0]).dims().to_vec();
+        let t = SumPool2dTranspose {
+            attrs: self.attrs,
+            input_size: [d[2], d[3]],
+        };
+        let spread = b.apply(Arc::new(t), &[u])?;
+        Ok(b.div_count(spread, self.attrs.window())?)
     }
 }
 

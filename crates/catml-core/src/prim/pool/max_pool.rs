@@ -23,6 +23,7 @@ use crate::ir::{
     Attrs, Builder, KernelError, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn};
+use crate::ir::{Linearity, Transpose};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
 use crate::prim::window::draw::{nchw, pool_attrs, pooled_dims, sum_of};
 use crate::prim::Ops;
@@ -188,25 +189,8 @@ impl Primitive for MaxPool2dSelect {
     fn convention_points(&self, x: &[&Tensor]) -> usize {
         tied_windows(&self.attrs, x[0])
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        // Constant in x (the argmax is locally constant), linear in the second operand.
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 1)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        let scatter = MaxPool2dScatter { attrs: self.attrs };
-        Ok(vec![None, Some(b.apply(Arc::new(scatter), &[x[0], u])?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 1))
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some(super::max_pool_lower::select(b, &self.attrs, x[0], x[1]))
@@ -219,6 +203,13 @@ impl Primitive for MaxPool2dSelect {
         at: &crate::ir::BatchCtx,
     ) -> Result<crate::ir::Var, crate::ir::RuleError> {
         crate::prim::batching::fold_rows(b, x, at, &[0, 1])
+    }
+}
+
+impl Transpose for MaxPool2dSelect {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
+        let scatter = MaxPool2dScatter { attrs: self.attrs };
+        Ok(b.apply(Arc::new(scatter), &[x[0], u])?)
     }
 }
 
@@ -284,25 +275,8 @@ impl Primitive for MaxPool2dScatter {
     fn convention_points(&self, x: &[&Tensor]) -> usize {
         tied_windows(&self.attrs, x[0])
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        // Constant in x (the argmax is locally constant), linear in the second operand.
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 1)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        v: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        let select = MaxPool2dSelect { attrs: self.attrs };
-        Ok(vec![None, Some(b.apply(Arc::new(select), &[x[0], v])?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 1))
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some(super::max_pool_lower::scatter(b, &self.attrs, x[0], x[1]))
@@ -315,6 +289,13 @@ impl Primitive for MaxPool2dScatter {
         at: &crate::ir::BatchCtx,
     ) -> Result<crate::ir::Var, crate::ir::RuleError> {
         crate::prim::batching::fold_rows(b, x, at, &[0, 1])
+    }
+}
+
+impl Transpose for MaxPool2dScatter {
+    fn transpose(&self, b: &mut Builder, x: &[Var], v: Var) -> Result<Var, RuleError> {
+        let select = MaxPool2dSelect { attrs: self.attrs };
+        Ok(b.apply(Arc::new(select), &[x[0], v])?)
     }
 }
 

@@ -13,6 +13,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn};
+use crate::ir::{Linearity, Transpose};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
 use crate::prim::window::draw::{nchw, pool_attrs, pooled_dims, sum_of};
 use crate::prim::Ops;
@@ -62,28 +63,8 @@ impl Primitive for SumPool2d {
     fn flops(&self, _inputs: &[TensorType], output: &TensorType) -> u64 {
         output.numel() as u64 * self.attrs.window() as u64
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        let d = b.ty(x[0]).dims().to_vec();
-        let t = SumPool2dTranspose {
-            attrs: self.attrs,
-            input_size: [d[2], d[3]],
-        };
-        Ok(vec![Some(b.apply(Arc::new(t), &[u])?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some(super::pool_lower::sum_pool(b, &self.attrs, x[0]))
@@ -96,6 +77,17 @@ impl Primitive for SumPool2d {
         at: &crate::ir::BatchCtx,
     ) -> Result<crate::ir::Var, crate::ir::RuleError> {
         crate::prim::batching::fold_rows(b, x, at, &[0])
+    }
+}
+
+impl Transpose for SumPool2d {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
+        let d = b.ty(x[0]).dims().to_vec();
+        let t = SumPool2dTranspose {
+            attrs: self.attrs,
+            input_size: [d[2], d[3]],
+        };
+        Ok(b.apply(Arc::new(t), &[u])?)
     }
 }
 
@@ -146,24 +138,8 @@ impl Primitive for SumPool2dTranspose {
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         inputs[0].numel() as u64 * self.attrs.window() as u64
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        _x: &[Var],
-        _y: Var,
-        v: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        let pool = SumPool2d { attrs: self.attrs };
-        Ok(vec![Some(b.apply(Arc::new(pool), &[v])?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some(super::pool_lower::sum_pool_transpose(
@@ -181,6 +157,13 @@ impl Primitive for SumPool2dTranspose {
         at: &crate::ir::BatchCtx,
     ) -> Result<crate::ir::Var, crate::ir::RuleError> {
         crate::prim::batching::fold_rows(b, x, at, &[0])
+    }
+}
+
+impl Transpose for SumPool2dTranspose {
+    fn transpose(&self, b: &mut Builder, _x: &[Var], v: Var) -> Result<Var, RuleError> {
+        let pool = SumPool2d { attrs: self.attrs };
+        Ok(b.apply(Arc::new(pool), &[v])?)
     }
 }
 

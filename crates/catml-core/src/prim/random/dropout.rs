@@ -8,6 +8,7 @@
 //! is an integer and gets no cotangent.
 
 use crate::ir::{Draw, DrawError, Drawn, Interval};
+use crate::ir::{Linearity, Transpose};
 use crate::prim::Ops;
 use std::sync::Arc;
 
@@ -132,23 +133,14 @@ impl Primitive for Dropout {
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         31 * inputs[1].numel() as u64
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 1)
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 1))
     }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        Ok(vec![None, Some(b.apply(Arc::new(*self), &[x[0], u])?)])
+}
+
+impl Transpose for Dropout {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
+        Ok(b.apply(Arc::new(*self), &[x[0], u])?)
     }
 }
 

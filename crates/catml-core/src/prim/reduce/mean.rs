@@ -3,6 +3,7 @@
 //! pullback broadcasts u / m back. Lowers to `sum` and a multiplication by 1/m.
 
 use crate::ir::{Draw, DrawError, Drawn};
+use crate::ir::{Linearity, Transpose};
 use std::sync::Arc;
 
 use super::slices::{check_axes, kept};
@@ -97,30 +98,8 @@ impl Primitive for Mean {
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         (inputs[0].numel() + output.numel()) as u64
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        let ty = b.ty(x[0]).clone();
-        let axes = self.reduced(ty.rank());
-        let scaled = b.div_count(u, self.count(ty.dims()))?;
-        Ok(vec![Some(b.broadcast(
-            scaled,
-            ty.shape.clone(),
-            kept(ty.rank(), &axes),
-        )?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some((|| {
@@ -128,6 +107,15 @@ impl Primitive for Mean {
             let s = b.sum(x[0], self.axes.clone())?;
             b.div_count(s, self.count(ty.dims()))
         })())
+    }
+}
+
+impl Transpose for Mean {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
+        let ty = b.ty(x[0]).clone();
+        let axes = self.reduced(ty.rank());
+        let scaled = b.div_count(u, self.count(ty.dims()))?;
+        Ok(b.broadcast(scaled, ty.shape.clone(), kept(ty.rank(), &axes))?)
     }
 }
 

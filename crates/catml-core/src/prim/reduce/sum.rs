@@ -7,6 +7,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn};
+use crate::ir::{Linearity, Transpose};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
@@ -95,26 +96,8 @@ impl Primitive for Sum {
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         inputs[0].numel() as u64
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        let ty = b.ty(x[0]).clone();
-        let axes = self.reduced(ty.rank());
-        let kept: Vec<usize> = (0..ty.rank()).filter(|i| !axes.contains(i)).collect();
-        Ok(vec![Some(b.broadcast(u, ty.shape.clone(), kept)?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     /// Batching: the same axes of each example; the batch axis is kept.
     fn batch(
@@ -129,6 +112,15 @@ impl Primitive for Sum {
             Some(a) => crate::prim::batching::shifted(a),
         };
         crate::prim::batching::with_prim(b, x, at, Arc::new(Sum::new(Some(axes))))
+    }
+}
+
+impl Transpose for Sum {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
+        let ty = b.ty(x[0]).clone();
+        let axes = self.reduced(ty.rank());
+        let kept: Vec<usize> = (0..ty.rank()).filter(|i| !axes.contains(i)).collect();
+        Ok(b.broadcast(u, ty.shape.clone(), kept)?)
     }
 }
 

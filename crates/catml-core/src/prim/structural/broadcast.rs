@@ -8,6 +8,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn};
+use crate::ir::{Linearity, Transpose};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
@@ -104,22 +105,29 @@ impl Primitive for Broadcast {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
-    fn vjp(
+    /// Batching: the batch axis maps to the result's leading axis.
+    fn batch(
         &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
+        b: &mut crate::ir::Builder,
+        x: &[crate::ir::Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
+        let shape = crate::ir::with_lead(
+            &TensorType::new(crate::tensor::DType::F64, self.shape.clone()),
+            at.size,
+        )
+        .shape;
+        let mut dims = vec![0];
+        dims.extend(crate::prim::batching::shifted(&self.dims));
+        crate::prim::batching::with_prim(b, x, at, Arc::new(Broadcast::new(shape, dims)))
+    }
+}
+
+impl Transpose for Broadcast {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
         let operand = b.ty(x[0]).clone();
         // Sum every result axis that copies: new axes, and size-1 operand axes that grew.
         let summed: Vec<usize> = (0..self.shape.rank())
@@ -138,23 +146,7 @@ impl Primitive for Broadcast {
         } else {
             b.reshape(reduced, operand.shape.clone())?
         };
-        Ok(vec![Some(out)])
-    }
-    /// Batching: the batch axis maps to the result's leading axis.
-    fn batch(
-        &self,
-        b: &mut crate::ir::Builder,
-        x: &[crate::ir::Var],
-        at: &crate::ir::BatchCtx,
-    ) -> Result<crate::ir::Var, crate::ir::RuleError> {
-        let shape = crate::ir::with_lead(
-            &TensorType::new(crate::tensor::DType::F64, self.shape.clone()),
-            at.size,
-        )
-        .shape;
-        let mut dims = vec![0];
-        dims.extend(crate::prim::batching::shifted(&self.dims));
-        crate::prim::batching::with_prim(b, x, at, Arc::new(Broadcast::new(shape, dims)))
+        Ok(out)
     }
 }
 
@@ -221,24 +213,8 @@ impl Primitive for BroadcastRows {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        _x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        // (b, Ȳ) ↦ Σ_r Ȳ_{r,:}
-        Ok(vec![Some(b.sum(u, Some(vec![0]))?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         let d = b.ty(x[0]).dims()[0];
@@ -255,6 +231,13 @@ impl Primitive for BroadcastRows {
         let ty = b.ty(x[0]).clone();
         let shape = vec![at.size, self.rows, ty.dims()[1]];
         Ok(b.broadcast(x[0], shape, vec![0, 2])?)
+    }
+}
+
+impl Transpose for BroadcastRows {
+    fn transpose(&self, b: &mut Builder, _x: &[Var], u: Var) -> Result<Var, RuleError> {
+        // (b, Ȳ) ↦ Σ_r Ȳ_{r,:}
+        Ok(b.sum(u, Some(vec![0]))?)
     }
 }
 

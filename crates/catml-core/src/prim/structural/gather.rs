@@ -7,6 +7,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
+use crate::ir::{Linearity, Transpose};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
@@ -104,29 +105,8 @@ impl Primitive for Gather {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        let size = b.ty(x[0]).dims()[self.axis];
-        Ok(vec![Some(b.scatter_add(
-            u,
-            self.axis,
-            self.indices.clone(),
-            size,
-        )?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     /// Batching: the same gather along the shifted axis.
     fn batch(
@@ -140,6 +120,13 @@ impl Primitive for Gather {
             indices: self.indices.clone(),
         };
         crate::prim::batching::with_prim(b, x, at, Arc::new(prim))
+    }
+}
+
+impl Transpose for Gather {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
+        let size = b.ty(x[0]).dims()[self.axis];
+        Ok(b.scatter_add(u, self.axis, self.indices.clone(), size)?)
     }
 }
 
@@ -224,23 +211,8 @@ impl Primitive for ScatterAdd {
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         inputs[0].numel() as u64
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        _x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        Ok(vec![Some(b.gather(u, self.axis, self.indices.clone())?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     /// Batching: the same scatter along the shifted axis.
     fn batch(
@@ -255,6 +227,12 @@ impl Primitive for ScatterAdd {
             size: self.size,
         };
         crate::prim::batching::with_prim(b, x, at, Arc::new(prim))
+    }
+}
+
+impl Transpose for ScatterAdd {
+    fn transpose(&self, b: &mut Builder, _x: &[Var], u: Var) -> Result<Var, RuleError> {
+        Ok(b.gather(u, self.axis, self.indices.clone())?)
     }
 }
 

@@ -7,6 +7,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn};
+use crate::ir::{Linearity, Transpose};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
@@ -78,24 +79,8 @@ impl Primitive for Reshape {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        let back = b.ty(x[0]).shape.clone();
-        Ok(vec![Some(b.reshape(u, back)?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     /// Batching: the same reshape of each example, behind the batch axis.
     fn batch(
@@ -111,6 +96,13 @@ impl Primitive for Reshape {
         )
         .shape;
         crate::prim::batching::with_prim(b, x, at, Arc::new(Reshape::new(shape)))
+    }
+}
+
+impl Transpose for Reshape {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
+        let back = b.ty(x[0]).shape.clone();
+        Ok(b.reshape(u, back)?)
     }
 }
 
@@ -192,23 +184,8 @@ impl Primitive for Permute {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(self.clone()), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        _x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        Ok(vec![Some(b.permute(u, self.inverse())?)])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     /// Batching: the batch axis stays in front; the other axes move as before.
     fn batch(
@@ -220,6 +197,12 @@ impl Primitive for Permute {
         let mut perm = vec![0];
         perm.extend(crate::prim::batching::shifted(&self.perm));
         crate::prim::batching::with_prim(b, x, at, Arc::new(Permute { perm }))
+    }
+}
+
+impl Transpose for Permute {
+    fn transpose(&self, b: &mut Builder, _x: &[Var], u: Var) -> Result<Var, RuleError> {
+        Ok(b.permute(u, self.inverse())?)
     }
 }
 

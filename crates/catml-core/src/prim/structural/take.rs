@@ -15,6 +15,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
+use crate::ir::{Linearity, Transpose};
 use crate::prim::dispatch::{arity, float_operand};
 use crate::prim::linalg::matmul::MatMul;
 use crate::prim::Ops;
@@ -114,24 +115,8 @@ impl Primitive for Take {
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {
         0
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        let rows = b.ty(x[0]).dims()[0];
-        Ok(vec![Some(b.scatter_rows(u, x[1], rows)?), None])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some((|| {
@@ -154,6 +139,13 @@ impl Primitive for Take {
             return Ok(b.op(at.prim.clone(), x)?);
         }
         crate::prim::batching::per_example(b, x, at)
+    }
+}
+
+impl Transpose for Take {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
+        let rows = b.ty(x[0]).dims()[0];
+        Ok(b.scatter_rows(u, x[1], rows)?)
     }
 }
 
@@ -214,23 +206,8 @@ impl Primitive for ScatterRows {
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         inputs[0].numel() as u64
     }
-    fn jvp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        dx: &[Option<Var>],
-    ) -> Result<Option<Var>, RuleError> {
-        crate::prim::elementwise::arith::linear_jvp(b, Arc::new(*self), x, dx, 0)
-    }
-    fn vjp(
-        &self,
-        b: &mut Builder,
-        x: &[Var],
-        _y: Var,
-        u: Var,
-    ) -> Result<Vec<Option<Var>>, RuleError> {
-        Ok(vec![Some(b.take(u, x[1])?), None])
+    fn linearity(&self) -> Option<Linearity<'_>> {
+        Some(Linearity::of(self, 0))
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
         Some((|| {
@@ -249,6 +226,12 @@ impl Primitive for ScatterRows {
         at: &crate::ir::BatchCtx,
     ) -> Result<crate::ir::Var, crate::ir::RuleError> {
         crate::prim::batching::per_example(b, x, at)
+    }
+}
+
+impl Transpose for ScatterRows {
+    fn transpose(&self, b: &mut Builder, x: &[Var], u: Var) -> Result<Var, RuleError> {
+        Ok(b.take(u, x[1])?)
     }
 }
 
