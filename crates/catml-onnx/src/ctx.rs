@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use catml_core::ir::{Attrs, Builder, Var};
+use catml_core::ir::{Builder, Var};
 use catml_core::prim::Ops;
 use catml_core::tensor::{DType, TensorType};
 
@@ -284,25 +284,6 @@ impl<'a> Ctx<'a> {
     }
 
     // Emitting.
-
-    /// Applies a registry primitive by its LensIR name (unsupported if this CatML lacks it).
-    pub fn prim(&mut self, name: &str, attrs: serde_json::Value, operands: &[Var]) -> R<Var> {
-        let attrs: Attrs = match attrs {
-            serde_json::Value::Object(m) => m,
-            _ => Attrs::new(),
-        };
-        let prim = catml_core::prim::builtins()
-            .construct(name, &attrs)
-            .ok_or_else(|| {
-                self.unsupported(format!(
-                    "needs the `{name}` primitive, which this CatML lacks"
-                ))
-            })?
-            .map_err(|e| self.err(format!("{name}: {e}")))?;
-        self.b
-            .op(prim, operands)
-            .map_err(|e| self.err(format!("{name}: {e}")))
-    }
 
     pub fn ty(&self, v: Var) -> TensorType {
         self.b.ty(v).clone()

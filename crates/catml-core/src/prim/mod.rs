@@ -13,6 +13,7 @@ mod draw;
 pub mod elementwise;
 pub mod linalg;
 pub mod loss;
+pub mod names;
 pub mod norm;
 pub mod pool;
 pub mod random;

@@ -1,5 +1,6 @@
 //! One `Value` method per elementwise row (`prim::UNARY_ROWS`, `prim::BINARY_ROWS`).
 
+use crate::prim::names;
 use std::panic::Location;
 use std::sync::Arc;
 
@@ -111,30 +112,30 @@ impl Value {
     #[track_caller]
     pub fn gelu(&self, approximate: bool) -> Value {
         let a = f64::from(u8::from(approximate));
-        self.row_at(Location::caller(), "gelu", &[a])
+        self.row_at(Location::caller(), names::GELU, &[a])
     }
 
     /// x for x > 0, else alpha x (alpha >= 0).
     #[track_caller]
     pub fn leaky_relu(&self, alpha: f64) -> Value {
-        self.row_at(Location::caller(), "leaky_relu", &[alpha])
+        self.row_at(Location::caller(), names::LEAKY_RELU, &[alpha])
     }
 
     /// x for x > 0, else alpha (e^x - 1) (alpha >= 0).
     #[track_caller]
     pub fn elu(&self, alpha: f64) -> Value {
-        self.row_at(Location::caller(), "elu", &[alpha])
+        self.row_at(Location::caller(), names::ELU, &[alpha])
     }
 
     /// min(max(x, min), max), with min <= max.
     #[track_caller]
     pub fn clip(&self, min: f64, max: f64) -> Value {
-        self.row_at(Location::caller(), "clip", &[min, max])
+        self.row_at(Location::caller(), names::CLIP, &[min, max])
     }
 
     /// x^n for an integer n (x != 0 when n < 0).
     #[track_caller]
     pub fn powi(&self, n: i32) -> Value {
-        self.row_at(Location::caller(), "powi", &[f64::from(n)])
+        self.row_at(Location::caller(), names::POWI, &[f64::from(n)])
     }
 }

@@ -2,6 +2,7 @@
 //! x̂ = (x - mean) / √(var + eps) over the last `axes` axes, then gamma x̂ + beta with
 //! `<tag>.gamma` (ones) and `<tag>.beta` (zeros) of those axes' sizes.
 
+use catml_core::prim::names;
 use std::panic::Location;
 
 use rand::Rng;
@@ -57,7 +58,7 @@ impl LayerNorm {
         if self.axes == 0 || self.axes > xt.rank() {
             return Value::failed(TraceError::Type {
                 location: Location::caller(),
-                op: "layer_norm".to_string(),
+                op: names::LAYER_NORM.to_string(),
                 operands: OperandTypes(vec![xt.clone()]),
                 source: TypeError::attr(
                     "axes",

@@ -1,6 +1,7 @@
 //! The elementwise family: arithmetic, the unary maps and the rows of `prim::elementwise`.
 //! Most are one ONNX operator of the same name; the rest are short compositions.
 
+use catml_core::prim::names;
 use catml_core::tensor::DType;
 
 use super::families::MapFn;
@@ -11,70 +12,49 @@ use super::ExportError;
 type R = Result<Mapped, ExportError>;
 
 /// Primitives that are exactly one ONNX operator on the same operands.
-const SAME: &[(&str, &str)] = &[
-    ("add", "Add"),
-    ("sub", "Sub"),
-    ("mul", "Mul"),
-    ("div", "Div"),
-    ("neg", "Neg"),
-    ("exp", "Exp"),
-    ("log", "Log"),
-    ("tanh", "Tanh"),
-    ("sigmoid", "Sigmoid"),
-    ("relu", "Relu"),
-    ("reciprocal", "Reciprocal"),
-    ("sqrt", "Sqrt"),
-    ("abs", "Abs"),
-    ("sign", "Sign"),
-    ("atan", "Atan"),
-    ("erf", "Erf"),
-    ("floor", "Floor"),
-    ("ceil", "Ceil"),
-    ("round", "Round"),
-    ("pow", "Pow"),
-    ("maximum", "Max"),
-    ("minimum", "Min"),
+pub(crate) const SAME: &[(&str, &str)] = &[
+    (names::ADD, "Add"),
+    (names::SUB, "Sub"),
+    (names::MUL, "Mul"),
+    (names::DIV, "Div"),
+    (names::NEG, "Neg"),
+    (names::EXP, "Exp"),
+    (names::LOG, "Log"),
+    (names::TANH, "Tanh"),
+    (names::SIGMOID, "Sigmoid"),
+    (names::RELU, "Relu"),
+    (names::RECIPROCAL, "Reciprocal"),
+    (names::SQRT, "Sqrt"),
+    (names::ABS, "Abs"),
+    (names::SIGN, "Sign"),
+    (names::ATAN, "Atan"),
+    (names::ERF, "Erf"),
+    (names::FLOOR, "Floor"),
+    (names::CEIL, "Ceil"),
+    (names::ROUND, "Round"),
+    (names::POW, "Pow"),
+    (names::MAXIMUM, "Max"),
+    (names::MINIMUM, "Min"),
 ];
 
+/// The others, written as short compositions.
 pub(crate) const OPS: &[(&str, MapFn)] = &[
-    ("add", same),
-    ("sub", same),
-    ("mul", same),
-    ("div", same),
-    ("neg", same),
-    ("exp", same),
-    ("log", same),
-    ("tanh", same),
-    ("sigmoid", same),
-    ("relu", same),
-    ("reciprocal", same),
-    ("sqrt", same),
-    ("abs", same),
-    ("sign", same),
-    ("sin", sin),
-    ("cos", cos),
-    ("atan", same),
-    ("erf", same),
-    ("floor", same),
-    ("ceil", same),
-    ("round", same),
-    ("softplus", softplus),
-    ("pow", same),
-    ("maximum", same),
-    ("minimum", same),
-    ("rsqrt", rsqrt),
-    ("square", square),
-    ("log1p", log1p),
-    ("expm1", expm1),
-    ("heaviside", step),
-    ("leaky_relu", leaky_relu),
-    ("elu", elu),
-    ("gelu", gelu),
-    ("clip", clip),
-    ("powi", powi),
+    (names::SIN, sin),
+    (names::COS, cos),
+    (names::SOFTPLUS, softplus),
+    (names::RSQRT, rsqrt),
+    (names::SQUARE, square),
+    (names::LOG1P, log1p),
+    (names::EXPM1, expm1),
+    (names::HEAVISIDE, step),
+    (names::LEAKY_RELU, leaky_relu),
+    (names::ELU, elu),
+    (names::GELU, gelu),
+    (names::CLIP, clip),
+    (names::POWI, powi),
 ];
 
-fn same(s: &mut Site) -> R {
+pub(crate) fn same(s: &mut Site) -> R {
     let op = SAME
         .iter()
         .find(|(n, _)| *n == s.prim.name())

@@ -17,6 +17,9 @@ const FAMILIES: &[&[(&str, MapFn)]] = &[
 
 /// The mapping of a primitive, if a family has one.
 pub(crate) fn lookup(name: &str) -> Option<MapFn> {
+    if super::elementwise::SAME.iter().any(|(n, _)| *n == name) {
+        return Some(super::elementwise::same);
+    }
     FAMILIES
         .iter()
         .flat_map(|f| f.iter())

@@ -4,13 +4,14 @@ use super::families::MapFn;
 use super::graph::{Mapped, Site};
 use super::proto_build::{attribute, Attr};
 use super::ExportError;
+use catml_core::prim::names;
 
 type R = Result<Mapped, ExportError>;
 
 pub(crate) const OPS: &[(&str, MapFn)] = &[
-    ("matmul", matmul),
-    ("batch_matmul", batch_matmul),
-    ("linear", linear),
+    (names::MATMUL, matmul),
+    (names::BATCH_MATMUL, batch_matmul),
+    (names::LINEAR, linear),
 ];
 
 fn flags(s: &Site) -> (i64, i64) {

@@ -1,6 +1,7 @@
 //! The neural-network families: softmax and log-softmax, layer norm, convolutions and pooling,
 //! each as its ONNX operator where the attributes fit it, else through the lowering.
 
+use catml_core::prim::names;
 use catml_core::tensor::{DType, Tensor, TensorType};
 
 use super::families::MapFn;
@@ -11,13 +12,13 @@ use super::ExportError;
 type R = Result<Mapped, ExportError>;
 
 pub(crate) const OPS: &[(&str, MapFn)] = &[
-    ("softmax", softmax),
-    ("log_softmax", softmax),
-    ("layer_norm", layer_norm),
-    ("conv1d", conv),
-    ("conv2d", conv),
-    ("max_pool2d", pool),
-    ("avg_pool2d", pool),
+    (names::SOFTMAX, softmax),
+    (names::LOG_SOFTMAX, softmax),
+    (names::LAYER_NORM, layer_norm),
+    (names::CONV1D, conv),
+    (names::CONV2D, conv),
+    (names::MAX_POOL2D, pool),
+    (names::AVG_POOL2D, pool),
 ];
 
 fn ints(v: &[usize]) -> Vec<i64> {
@@ -27,7 +28,7 @@ fn ints(v: &[usize]) -> Vec<i64> {
 fn softmax(s: &mut Site) -> R {
     let x = s.x[0].clone();
     let axis = s.attr_usize("axis").unwrap_or(0) as i64;
-    let op = if s.prim.name() == "softmax" {
+    let op = if s.prim.name() == names::SOFTMAX {
         "Softmax"
     } else {
         "LogSoftmax"
@@ -118,7 +119,7 @@ fn pool(s: &mut Site) -> R {
         .iter()
         .zip(&kernel)
         .any(|(p, &k)| p[0] >= k || p[1] >= k);
-    if s.prim.name() == "avg_pool2d" && (s.dtype() != DType::F32 || wide_pad) {
+    if s.prim.name() == names::AVG_POOL2D && (s.dtype() != DType::F32 || wide_pad) {
         return Ok(Mapped::Lower);
     }
     let x = s.x[0].clone();
@@ -127,7 +128,7 @@ fn pool(s: &mut Site) -> R {
         attribute("strides", Attr::Ints(ints(&stride))),
         attribute("pads", Attr::Ints(onnx_pads(&pads))),
     ];
-    let op = if s.prim.name() == "max_pool2d" {
+    let op = if s.prim.name() == names::MAX_POOL2D {
         "MaxPool"
     } else {
         attrs.push(attribute("count_include_pad", Attr::Int(1)));

@@ -5,13 +5,14 @@ use super::families::MapFn;
 use super::graph::{Mapped, Site};
 use super::proto_build::{attribute, Attr};
 use super::ExportError;
+use catml_core::prim::names;
 
 type R = Result<Mapped, ExportError>;
 
 pub(crate) const OPS: &[(&str, MapFn)] = &[
-    ("sum", sum),
-    ("reduce_max", reduce_max),
-    ("max_weights", max_weights),
+    (names::SUM, sum),
+    (names::REDUCE_MAX, reduce_max),
+    (names::MAX_WEIGHTS, max_weights),
 ];
 
 /// The reduced axes as an i64 list (every axis when the attribute is absent).

@@ -1,6 +1,7 @@
 //! The structural family: constants, layout changes, selections and their transposes, dtype
 //! conversion. Every value they write is a copy (or an exact sum, for the scatters).
 
+use catml_core::prim::names;
 use catml_core::tensor::{Tensor, TensorType};
 
 use super::families::MapFn;
@@ -11,18 +12,18 @@ use super::ExportError;
 type R = Result<Mapped, ExportError>;
 
 pub(crate) const OPS: &[(&str, MapFn)] = &[
-    ("constant", constant),
-    ("reshape", reshape),
-    ("permute", permute),
-    ("broadcast", broadcast),
-    ("broadcast_rows", broadcast_rows),
-    ("gather", gather),
-    ("scatter_add", scatter_add),
-    ("concat", concat),
-    ("convert", convert),
-    ("one_hot", one_hot),
-    ("take", take),
-    ("stop_gradient", identity),
+    (names::CONSTANT, constant),
+    (names::RESHAPE, reshape),
+    (names::PERMUTE, permute),
+    (names::BROADCAST, broadcast),
+    (names::BROADCAST_ROWS, broadcast_rows),
+    (names::GATHER, gather),
+    (names::SCATTER_ADD, scatter_add),
+    (names::CONCAT, concat),
+    (names::CONVERT, convert),
+    (names::ONE_HOT, one_hot),
+    (names::TAKE, take),
+    (names::STOP_GRADIENT, identity),
 ];
 
 fn ints(v: &[usize]) -> Vec<i64> {
@@ -34,7 +35,7 @@ fn constant(s: &mut Site) -> R {
     let t = s.prim.eval(&[]).map_err(|e| ExportError::Unexportable {
         index: 0,
         name: s.out.clone(),
-        op: "constant".to_string(),
+        op: names::CONSTANT.to_string(),
         why: e.to_string(),
     })?;
     let out = s.out.clone();

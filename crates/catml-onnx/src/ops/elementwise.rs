@@ -2,8 +2,7 @@
 //! compositions of core primitives where CatML has no primitive of their own.
 
 use catml_core::ir::Var;
-use catml_core::prim::Ops;
-use serde_json::json;
+use catml_core::prim::{names, Ops};
 
 use crate::ctx::{broadcast_dims, Ctx, Value, R};
 
@@ -37,13 +36,9 @@ pub fn mul(c: &mut Ctx) -> R<Vec<Value>> {
     Ok(vec![Value::Var(t!(c, c.b.mul(a, b))?)])
 }
 
-/// a / b: the `div` primitive where CatML has it, else a · reciprocal(b).
+/// a / b.
 pub fn div_vars(c: &mut Ctx, a: Var, b: Var) -> R<Var> {
-    if catml_core::prim::builtins().contains("div") {
-        return c.prim("div", json!({}), &[a, b]);
-    }
-    let r = t!(c, c.b.reciprocal(b))?;
-    t!(c, c.b.mul(a, r))
+    t!(c, c.b.div(a, b))
 }
 
 pub fn div(c: &mut Ctx) -> R<Vec<Value>> {
@@ -51,24 +46,12 @@ pub fn div(c: &mut Ctx) -> R<Vec<Value>> {
     Ok(vec![Value::Var(div_vars(c, a, b)?)])
 }
 
-/// max(a, b) = a + relu(b - a) (the `maximum` primitive where CatML has it).
 fn max2(c: &mut Ctx, a: Var, b: Var) -> R<Var> {
-    if catml_core::prim::builtins().contains("maximum") {
-        return c.prim("maximum", json!({}), &[a, b]);
-    }
-    let d = t!(c, c.b.sub(b, a))?;
-    let r = t!(c, c.b.relu(d))?;
-    t!(c, c.b.add(a, r))
+    t!(c, c.b.maximum(a, b))
 }
 
-/// min(a, b) = a - relu(a - b).
 fn min2(c: &mut Ctx, a: Var, b: Var) -> R<Var> {
-    if catml_core::prim::builtins().contains("minimum") {
-        return c.prim("minimum", json!({}), &[a, b]);
-    }
-    let d = t!(c, c.b.sub(a, b))?;
-    let r = t!(c, c.b.relu(d))?;
-    t!(c, c.b.sub(a, r))
+    t!(c, c.b.minimum(a, b))
 }
 
 /// Variadic Max, Min, Sum, Mean with multidirectional broadcasting.
@@ -125,7 +108,7 @@ pub fn pow(c: &mut Ctx) -> R<Vec<Value>> {
         }
     }
     let (a, b) = operands2(c, 0, 1)?;
-    Ok(vec![Value::Var(c.prim("pow", json!({}), &[a, b])?)])
+    Ok(vec![Value::Var(t!(c, c.b.pow(a, b))?)])
 }
 
 /// PRelu: relu(x) - slope · relu(-x), slope broadcast to x.
@@ -187,31 +170,6 @@ fn hard_sigmoid(c: &mut Ctx, x: Var, alpha: f64, beta: f64) -> R<Var> {
     clip_var(c, y, Some(0.0), Some(1.0))
 }
 
-fn softplus(c: &mut Ctx, x: Var) -> R<Var> {
-    if catml_core::prim::builtins().contains("softplus") {
-        return c.prim("softplus", json!({}), &[x]);
-    }
-    // log(1 + exp(x)) = relu(x) + log(1 + exp(-|x|)), finite for every x.
-    let p = t!(c, c.b.relu(x))?;
-    let n = neg_part(c, x)?;
-    let a = t!(c, c.b.add(p, n))?;
-    let na = t!(c, c.b.neg(a))?;
-    let ex = t!(c, c.b.exp(na))?;
-    let one = c.b.full_like(1.0, ex).map_err(|er| c.err(er.to_string()))?;
-    let s = t!(c, c.b.add(one, ex))?;
-    let l = t!(c, c.b.log(s))?;
-    t!(c, c.b.add(p, l))
-}
-
-fn abs(c: &mut Ctx, x: Var) -> R<Var> {
-    if catml_core::prim::builtins().contains("abs") {
-        return c.prim("abs", json!({}), &[x]);
-    }
-    let p = t!(c, c.b.relu(x))?;
-    let n = neg_part(c, x)?;
-    t!(c, c.b.add(p, n))
-}
-
 pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
     let f = |c: &Ctx, name: &str, d: f32| c.float(name, d).map(|v| v as f64);
     Ok(match op {
@@ -222,17 +180,17 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
         "Log" => t!(c, c.b.log(x))?,
         "Neg" => t!(c, c.b.neg(x))?,
         "Reciprocal" => t!(c, c.b.reciprocal(x))?,
-        "Abs" => abs(c, x)?,
-        "Sqrt" => c.prim("sqrt", json!({}), &[x])?,
-        "Sin" => c.prim("sin", json!({}), &[x])?,
-        "Cos" => c.prim("cos", json!({}), &[x])?,
-        "Atan" => c.prim("atan", json!({}), &[x])?,
-        "Erf" => c.prim("erf", json!({}), &[x])?,
-        "Floor" => c.prim("floor", json!({}), &[x])?,
-        "Ceil" => c.prim("ceil", json!({}), &[x])?,
-        "Round" => c.prim("round", json!({}), &[x])?,
-        "Sign" => c.prim("sign", json!({}), &[x])?,
-        "Softplus" => softplus(c, x)?,
+        "Abs" => t!(c, c.b.abs(x))?,
+        "Sqrt" => t!(c, c.b.sqrt(x))?,
+        "Sin" => t!(c, c.b.sin(x))?,
+        "Cos" => t!(c, c.b.cos(x))?,
+        "Atan" => t!(c, c.b.unary_row(names::ATAN, &[], x))?,
+        "Erf" => t!(c, c.b.erf(x))?,
+        "Floor" => t!(c, c.b.floor(x))?,
+        "Ceil" => t!(c, c.b.ceil(x))?,
+        "Round" => t!(c, c.b.round(x))?,
+        "Sign" => t!(c, c.b.sign(x))?,
+        "Softplus" => t!(c, c.b.softplus(x))?,
         "LeakyRelu" => {
             let alpha = f(c, "alpha", 0.01)?;
             let p = t!(c, c.b.relu(x))?;
@@ -259,7 +217,7 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
             }
         }
         "Softsign" => {
-            let a = abs(c, x)?;
+            let a = t!(c, c.b.abs(x))?;
             let one = c.b.full_like(1.0, a).map_err(|er| c.err(er.to_string()))?;
             let d = t!(c, c.b.add(one, a))?;
             let r = t!(c, c.b.reciprocal(d))?;
@@ -289,7 +247,7 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
             t!(c, c.b.mul(x, s))?
         }
         "Mish" => {
-            let sp = softplus(c, x)?;
+            let sp = t!(c, c.b.softplus(x))?;
             let t = t!(c, c.b.tanh(sp))?;
             t!(c, c.b.mul(x, t))?
         }
@@ -311,30 +269,12 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
         }
         "Gelu" => {
             let approx = c.string("approximate", "none")?;
-            if catml_core::prim::builtins().contains("gelu") {
-                let tanh = match approx.as_str() {
-                    "none" => false,
-                    "tanh" => true,
-                    other => return Err(c.unsupported(format!("approximate=\"{other}\""))),
-                };
-                c.prim("gelu", json!({ "approximate": tanh }), &[x])?
-            } else if approx == "tanh" {
-                // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-                let x2 = t!(c, c.b.mul(x, x))?;
-                let x3 = t!(c, c.b.mul(x2, x))?;
-                let k = t!(c, c.b.scale(x3, 0.044715))?;
-                let s = t!(c, c.b.add(x, k))?;
-                let s = t!(c, c.b.scale(s, (2.0 / std::f64::consts::PI).sqrt()))?;
-                let t = t!(c, c.b.tanh(s))?;
-                let one = c.b.full_like(1.0, t).map_err(|er| c.err(er.to_string()))?;
-                let u = t!(c, c.b.add(one, t))?;
-                let h = t!(c, c.b.scale(x, 0.5))?;
-                t!(c, c.b.mul(h, u))?
-            } else {
-                return Err(
-                    c.unsupported("approximate=\"none\" needs the `erf` or `gelu` primitive")
-                );
-            }
+            let tanh = match approx.as_str() {
+                "none" => false,
+                "tanh" => true,
+                other => return Err(c.unsupported(format!("approximate=\"{other}\""))),
+            };
+            t!(c, c.b.gelu(x, tanh))?
         }
         other => return Err(c.unsupported(format!("unary operator {other}"))),
     })

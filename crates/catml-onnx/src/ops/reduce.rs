@@ -2,7 +2,6 @@
 
 use catml_core::ir::Var;
 use catml_core::prim::Ops;
-use serde_json::json;
 
 use super::shape::reshape_to;
 use crate::ctx::{Ctx, Value, R};
@@ -101,7 +100,7 @@ pub fn reduce(c: &mut Ctx) -> R<Vec<Value>> {
         "ReduceL2" => {
             let sq = t!(c, c.b.mul(x, x))?;
             let s = sum_keep(c, sq, &axes, keep)?;
-            c.prim("sqrt", json!({}), &[s])?
+            t!(c, c.b.sqrt(s))?
         }
         "ReduceLogSum" => {
             let s = sum_keep(c, x, &axes, keep)?;

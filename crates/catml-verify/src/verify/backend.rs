@@ -15,6 +15,7 @@
 //! observed e_i = ‖ẑ_i - z_i‖∞ must satisfy e_i <= Σ_{j<=i} ε_j Π_{j<l<=i} L_l (+ 2^-40 ‖z_i‖∞
 //! for the reference's own rounding), at every stage.
 
+use crate::prim::names;
 use std::collections::BTreeMap;
 
 use rand::{RngExt, SeedableRng};
@@ -59,7 +60,7 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
             n_nodes: rng.random_range(2..=20),
             ..GenConfig::default()
         };
-        cfg.prims.retain(|p| p != "convert");
+        cfg.prims.retain(|p| p != names::CONVERT);
         match generate(&cfg, seed) {
             Ok(p) => local_errors(&mut t, &p, seed, k, &mut stats),
             Err(e) => t.fail(format!("program {k}: {e}")),

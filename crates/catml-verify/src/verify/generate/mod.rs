@@ -25,6 +25,7 @@
 //! Rules may add structural nodes (reshape, mul by a constant, broadcast of a constant) to fit
 //! operands, whatever primitives are selected.
 
+use crate::prim::names;
 use std::sync::Arc;
 
 use rand::{RngExt, SeedableRng};
@@ -512,7 +513,7 @@ impl Draw for Gen<'_> {
             return Ok(x);
         }
         let m = (self as &mut dyn Draw).moderate(x, 2.0)?;
-        if self.cfg.prims.iter().any(|p| p == "exp") && self.chance(0.4) {
+        if self.cfg.prims.iter().any(|p| p == names::EXP) && self.chance(0.4) {
             let var = self.b.exp(m.var)?;
             return Ok(Drawn {
                 var,
