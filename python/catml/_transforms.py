@@ -1,0 +1,502 @@
+"""Function transforms: trace, jit, grad, value_and_grad, jvp, vjp, hvp, hessian.
+
+Each traces the Python function once per input signature (the pytree structure of the
+arguments and each leaf's shape and dtype), keeps the program and its derivative programs,
+and afterwards only evaluates them, with the GIL released. Called with traced values (inside
+another transform), a transform records its program into the outer trace, so transforms
+compose: `grad(grad(f))`, `jvp(grad(f), ...)`, `jit(grad(f))`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Dict, List, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _catml, _pytree
+from ._ops import value as _value
+from ._ops import wrap as _wrap
+from ._tracer import CATML_OF, NUMPY_OF, Tracer
+
+Argnums = Union[int, Sequence[int]]
+
+
+def _leaf_array(x: Any, where: str) -> Any:
+    """A leaf as a tracer or a NumPy array of a CatML dtype (Python scalars: f64, i64, bool)."""
+    if isinstance(x, Tracer):
+        return x
+    if isinstance(x, bool):
+        return np.asarray(x, dtype=np.bool_)
+    if isinstance(x, int):
+        return np.asarray(x, dtype=np.int64)
+    if isinstance(x, float):
+        return np.asarray(x, dtype=np.float64)
+    if isinstance(x, (np.ndarray, np.generic)):
+        a = np.asarray(x)
+        if a.dtype not in CATML_OF:
+            raise _catml.TypeError(
+                f"{where} has dtype {a.dtype}; CatML takes float32, float64, int64 or bool "
+                "arrays (convert explicitly)")
+        return a
+    raise _catml.TypeError(
+        f"{where} is a {type(x).__name__}; arguments are NumPy arrays, Python scalars, or "
+        "dicts, lists and tuples of them")
+
+
+def _type_of(x: Any) -> Tuple[Tuple[int, ...], str]:
+    if isinstance(x, Tracer):
+        return tuple(x.shape), x._v.dtype
+    return tuple(x.shape), CATML_OF[x.dtype]
+
+
+def _arg_names(f: Callable, n: int) -> List[str]:
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(n):
+        p = params[i] if i < len(params) else None
+        if p is not None and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        else:
+            names.append(f"arg{i}")
+    return names
+
+
+class _Stage:
+    """One traced program at one signature, and the derivative programs made from it."""
+
+    __slots__ = ("program", "out_tree", "arg_trees", "derived")
+
+    def __init__(self, program, out_tree, arg_trees):
+        self.program = program
+        self.out_tree = out_tree
+        self.arg_trees = arg_trees
+        self.derived: Dict[Any, Any] = {}
+
+    def derive(self, key: Any, make: Callable[[], Any]) -> Any:
+        d = self.derived.get(key)
+        if d is None:
+            d = self.derived[key] = make()
+        return d
+
+
+class _Staged:
+    """A Python function and its stages by signature."""
+
+    def __init__(self, f: Callable) -> None:
+        self.f = f
+        self.stages: Dict[Any, _Stage] = {}
+        self.trace_count = 0
+
+    def stage(self, args: Sequence[Any]) -> Tuple[_Stage, List[Any]]:
+        names = _arg_names(self.f, len(args))
+        leaves: List[Any] = []
+        trees = []
+        leaf_names: List[str] = []
+        for name, a in zip(names, args):
+            ls, tree = _pytree.flatten(a)
+            paths = _pytree.paths(tree, name)
+            leaves.extend(_leaf_array(x, f"argument `{p}`") for x, p in zip(ls, paths))
+            leaf_names.extend(paths)
+            trees.append(tree)
+        types = tuple(_type_of(x) for x in leaves)
+        key = (tuple(trees), types)
+        st = self.stages.get(key)
+        if st is None:
+            st = self.stages[key] = self._trace(trees, leaf_names, types)
+        return st, leaves
+
+    def _trace(self, trees, names, types) -> _Stage:
+        out_tree: List[Any] = [None]
+
+        def flat(values):
+            tracers = iter(Tracer(v) for v in values)
+            args = [_pytree.unflatten(t, [next(tracers) for _ in range(_n_leaves(t))])
+                    for t in trees]
+            out = self.f(*args)
+            leaves, out_tree[0] = _pytree.flatten(out)
+            return [_value(x) for x in leaves]
+
+        program = _catml.trace(flat, _unique(names), [(list(s), d) for s, d in types])
+        self.trace_count += 1
+        return _Stage(program, out_tree[0], trees)
+
+
+def _n_leaves(tree: tuple) -> int:
+    return len(_pytree.paths(tree, ""))
+
+
+def _unique(names: List[str]) -> List[str]:
+    seen: Dict[str, int] = {}
+    out = []
+    for n in names:
+        k = seen.get(n, 0)
+        seen[n] = k + 1
+        out.append(n if k == 0 else f"{n}.{k}")
+    return out
+
+
+def _run(program, leaves: Sequence[Any]) -> List[Any]:
+    """Evaluates on arrays (GIL released), or records into the current trace when any leaf is
+    traced."""
+    if any(isinstance(x, Tracer) for x in leaves):
+        like = None
+        return [_wrap(v) for v in program.call([_value(x, like) for x in leaves])]
+    return program.eval(list(leaves))
+
+
+def _argnum_list(argnums: Argnums, n: int) -> List[int]:
+    nums = [argnums] if isinstance(argnums, int) else list(argnums)
+    for a in nums:
+        if not -n <= a < n:
+            raise _catml.TypeError(f"argnums names argument {a}, the function was given {n}")
+    return [a % n for a in nums]
+
+
+def _leaf_ranges(trees) -> List[range]:
+    out, start = [], 0
+    for t in trees:
+        k = _n_leaves(t)
+        out.append(range(start, start + k))
+        start += k
+    return out
+
+
+class Program:
+    """A CatML program: traced from a Python function or loaded from a file."""
+
+    def __init__(self, program, in_trees=None, out_tree=None):
+        self._p = program
+        self._in_trees = in_trees
+        self._out_tree = out_tree
+
+    def listing(self) -> str:
+        """The CatML listing (as `catml print` shows it)."""
+        return self._p.listing()
+
+    def to_json(self) -> str:
+        """LensIR JSON."""
+        return self._p.to_json()
+
+    def dot(self) -> str:
+        """A Graphviz DOT picture."""
+        return self._p.dot()
+
+    def params(self) -> dict:
+        """Parameter counts: total, by tag, and per parameter."""
+        return self._p.params()
+
+    def cost(self) -> dict:
+        """Flops, bytes read and written, and peak live bytes of one evaluation."""
+        return self._p.cost()
+
+    @property
+    def inputs(self) -> List[Tuple[str, Tuple[int, ...], str, str]]:
+        """`(name, shape, dtype, kind)` per input."""
+        return [(n, tuple(s), d, k) for n, s, d, k in self._p.inputs()]
+
+    @property
+    def output_names(self) -> List[str]:
+        return self._p.output_names()
+
+    def _named(self, inputs: Dict[str, Any]) -> Dict[str, Any]:
+        return {k: _leaf_array(v, f"input `{k}`") for k, v in inputs.items()}
+
+    def _outputs(self, outs: List[Any]) -> Any:
+        if self._out_tree is not None:
+            return _pytree.unflatten(self._out_tree, outs)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def eval(self, *args: Any, **inputs: Any) -> Any:
+        """Evaluates: positionally with the structure of the examples it was traced on, or by
+        input name. A traced program returns its function's output structure; a loaded one its
+        single output or a tuple."""
+        if args and inputs:
+            raise _catml.TypeError("pass inputs either by position or by name, not both")
+        if inputs:
+            return self._outputs(self._p.eval_named(self._named(inputs)))
+        leaves: List[Any] = []
+        if self._in_trees is not None:
+            if len(args) != len(self._in_trees):
+                raise _catml.TypeError(
+                    f"the program was traced on {len(self._in_trees)} arguments, found {len(args)}")
+            for i, (a, t) in enumerate(zip(args, self._in_trees)):
+                ls, tree = _pytree.flatten(a)
+                if tree != t:
+                    raise _catml.TypeError(
+                        f"argument {i} has structure {_pytree.describe(tree)}, the program "
+                        f"was traced on {_pytree.describe(t)}")
+                leaves.extend(ls)
+        else:
+            leaves = list(args)
+        arrays = [_leaf_array(x, f"input {i}") for i, x in enumerate(leaves)]
+        return self._outputs(_run(self._p, arrays))
+
+    __call__ = eval
+
+    def _ordered(self, inputs: Dict[str, Any]) -> List[Any]:
+        """Every input in order: given ones by name, parameters from the stored values."""
+        stored = self._p.stored_params()
+        names = [n for n, *_ in self._p.inputs()]
+        unknown = [k for k in inputs if k not in names]
+        if unknown:
+            raise _catml.TypeError(
+                f"unknown input `{unknown[0]}`: the program's inputs are {', '.join(names)}")
+        out = []
+        for n, _, _, kind in self._p.inputs():
+            if n in inputs:
+                out.append(_leaf_array(inputs[n], f"input `{n}`"))
+            elif kind == "param" and n in stored:
+                out.append(stored[n])
+            else:
+                raise _catml.TypeError(f"missing input `{n}`")
+        return out
+
+    def grad(self, inputs: Dict[str, Any], cotangents: Any) -> Dict[str, Any]:
+        """The pullback of `cotangents` (one per output, or one array for a single output) to
+        every float input, by input name."""
+        cots = list(cotangents) if isinstance(cotangents, (list, tuple)) else [cotangents]
+        n_out = len(self._p.output_names())
+        if len(cots) != n_out:
+            raise _catml.TypeError(f"expected {n_out} cotangents, found {len(cots)}")
+        vjp, slots = self._vjp()
+        outs = vjp.eval(self._ordered(inputs) + [_leaf_array(c, f"cotangent {i}")
+                                                 for i, c in enumerate(cots)])
+        names = [n for n, *_ in self._p.inputs()]
+        return {names[i]: outs[s] for i, s in enumerate(slots) if s is not None}
+
+    def jvp(self, inputs: Dict[str, Any], tangents: Dict[str, Any]) -> Tuple[Any, Any]:
+        """The outputs and their tangents for tangents of float inputs by name (inputs not
+        named get a zero tangent)."""
+        jvp, slots = self._jvp()
+        ordered = self._ordered(inputs)
+        names = [n for n, *_ in self._p.inputs()]
+        unknown = [k for k in tangents if k not in names]
+        if unknown:
+            raise _catml.TypeError(f"a tangent for unknown input `{unknown[0]}`")
+        extra = [None] * builtins_len(slots)
+        for i, s in enumerate(slots):
+            if s is None:
+                if names[i] in tangents:
+                    raise _catml.TypeError(f"input `{names[i]}` is not a float input: it has no tangent")
+                continue
+            t = tangents.get(names[i])
+            extra[s - len(ordered)] = (np.zeros_like(ordered[i]) if t is None
+                                       else _leaf_array(t, f"tangent of `{names[i]}`"))
+        extra = [e for e in extra if e is not None]
+        outs = jvp.eval(ordered + extra)
+        n = len(self._p.output_names())
+        primal, tans = outs[:n], outs[n:]
+        if n == 1:
+            return primal[0], tans[0]
+        return tuple(primal), tuple(tans)
+
+    @functools.lru_cache(maxsize=None)
+    def _vjp(self):
+        return self._p.vjp()
+
+    @functools.lru_cache(maxsize=None)
+    def _jvp(self):
+        return self._p.jvp()
+
+    def __repr__(self) -> str:
+        return repr(self._p)
+
+
+def builtins_len(x) -> int:
+    return len(x)
+
+
+def trace(f: Callable, *examples: Any) -> Program:
+    """Traces `f` on arguments like `examples` (arrays, scalars, pytrees of them)."""
+    staged = _Staged(f)
+    st, _ = staged.stage(examples)
+    return Program(st.program, st.arg_trees, st.out_tree)
+
+
+def load(path: str) -> Program:
+    """A program from LensIR JSON (`.json`), a listing (`.catml`), or ONNX (`.onnx`)."""
+    return Program(_catml.load(str(path)))
+
+
+def jit(f: Callable) -> Callable:
+    """`f` traced once per signature and then only evaluated."""
+    staged = _Staged(f)
+
+    @functools.wraps(f)
+    def jitted(*args: Any) -> Any:
+        st, leaves = staged.stage(args)
+        return _pytree.unflatten(st.out_tree, _run(st.program, leaves))
+
+    jitted.trace_count = lambda: staged.trace_count  # type: ignore[attr-defined]
+    jitted.lower = lambda *a: trace(f, *a)  # type: ignore[attr-defined]
+    return jitted
+
+
+def value_and_grad(f: Callable, argnums: Argnums = 0, has_aux: bool = False) -> Callable:
+    """`f`'s value and its gradient with respect to the arguments at `argnums` (in their
+    structure; a tuple of them when `argnums` is a sequence). `f` returns one float element,
+    or `(value, aux)` with `has_aux`."""
+    staged = _Staged(f)
+
+    @functools.wraps(f)
+    def value_and_grad_f(*args: Any) -> Any:
+        st, leaves = staged.stage(args)
+        nums = _argnum_list(argnums, len(args))
+        ranges = _leaf_ranges(st.arg_trees)
+        wrt = [i for a in nums for i in ranges[a]]
+        for a in nums:
+            for i in ranges[a]:
+                if _type_of(leaves[i])[1] not in ("f32", "f64"):
+                    raise _catml.TypeError(
+                        f"grad with respect to argument {a}: its leaf {i - ranges[a].start} is "
+                        f"{_type_of(leaves[i])[1]}, only float inputs have gradients")
+        _check_aux_tree(st.out_tree, has_aux)
+        gprog, slots = st.derive(("grad", tuple(wrt)), lambda: st.program.grad(wrt))
+        outs = _run(gprog, leaves)
+        primal = _pytree.unflatten(st.out_tree, outs[:len(st.program.output_names())])
+        grads = [_pytree.unflatten(st.arg_trees[a], [outs[slots[i]] for i in ranges[a]])
+                 for a in nums]
+        g = grads[0] if isinstance(argnums, int) else tuple(grads)
+        return primal, g
+
+    value_and_grad_f.trace_count = lambda: staged.trace_count  # type: ignore[attr-defined]
+    return value_and_grad_f
+
+
+def _check_aux_tree(tree: tuple, has_aux: bool) -> None:
+    if has_aux:
+        if tree[0] not in ("tuple", "list") or len(tree[1]) != 2 or tree[1][0] != _pytree.LEAF:
+            raise _catml.TypeError("with has_aux=True the function returns a pair (value, aux)")
+    elif tree != _pytree.LEAF:
+        raise _catml.TypeError(
+            f"grad needs a function returning one float element, this one returns "
+            f"{_pytree.describe(tree)}")
+
+
+def grad(f: Callable, argnums: Argnums = 0, has_aux: bool = False) -> Callable:
+    """The gradient of `f` (one float element) with respect to the arguments at `argnums`."""
+    vg = value_and_grad(f, argnums, has_aux)
+
+    @functools.wraps(f)
+    def grad_f(*args: Any) -> Any:
+        (value, g) = vg(*args)
+        if has_aux:
+            return g, value[1]
+        return g
+
+    grad_f.trace_count = vg.trace_count  # type: ignore[attr-defined]
+    return grad_f
+
+
+def _check_like(primals_leaves, tangent_leaves, ptree, ttree, what: str) -> None:
+    if ptree != ttree:
+        raise _catml.TypeError(
+            f"{what} have structure {_pytree.describe(ttree)}, the primals "
+            f"{_pytree.describe(ptree)}")
+    for i, (p, t) in enumerate(zip(primals_leaves, tangent_leaves)):
+        if _type_of(p) != _type_of(t):
+            (ps, pd), (ts, td) = _type_of(p), _type_of(t)
+            raise _catml.TypeError(
+                f"{what[:-1]} {i} has type {td}{list(ts)}, its primal {pd}{list(ps)}")
+
+
+def jvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Tuple[Any, Any]:
+    """`(f(*primals), tangent)`: the forward derivative of `f` at `primals` along
+    `tangents` (same structure and types)."""
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise _catml.TypeError("jvp takes primals and tangents as tuples or lists")
+    staged = _jvp_cache(f)
+    st, leaves = staged.stage(tuple(primals))
+    tleaves, ttree = _pytree.flatten(tuple(tangents))
+    _, ptree = _pytree.flatten(tuple(primals))
+    tleaves = [_leaf_array(x, f"tangent {i}") for i, x in enumerate(tleaves)]
+    _check_like(leaves, tleaves, ptree, ttree, "tangents")
+    jprog, slots = st.derive("jvp", st.program.jvp)
+    extra = [t for t, s in zip(tleaves, slots) if s is not None]
+    outs = _run(jprog, list(leaves) + extra)
+    n = len(st.program.output_names())
+    return (_pytree.unflatten(st.out_tree, outs[:n]), _pytree.unflatten(st.out_tree, outs[n:]))
+
+
+def vjp(f: Callable, *primals: Any) -> Tuple[Any, Callable]:
+    """`(f(*primals), pullback)`; `pullback(cotangent)` (the output's structure and types)
+    returns one gradient per primal, in its structure (None for integer leaves)."""
+    staged = _jvp_cache(f)
+    st, leaves = staged.stage(primals)
+    vprog, slots = st.derive("vjp", st.program.vjp)
+    out = _pytree.unflatten(st.out_tree, _run(st.program, leaves))
+    out_leaves, _ = _pytree.flatten(out)
+    ranges = _leaf_ranges(st.arg_trees)
+
+    def pullback(cotangent: Any) -> Tuple[Any, ...]:
+        cl, ctree = _pytree.flatten(cotangent)
+        cl = [_leaf_array(x, f"cotangent {i}") for i, x in enumerate(cl)]
+        _check_like(out_leaves, cl, st.out_tree, ctree, "cotangents")
+        outs = _run(vprog, list(leaves) + cl)
+        return tuple(
+            _pytree.unflatten(st.arg_trees[a],
+                              [None if slots[i] is None else outs[slots[i]] for i in ranges[a]])
+            for a in range(len(primals)))
+
+    return out, pullback
+
+
+_JVP_CACHES: "Dict[int, Tuple[Callable, _Staged]]" = {}
+
+
+def _jvp_cache(f: Callable) -> _Staged:
+    """One staged cache per function for `jvp` and `vjp`, which take `f` at every call."""
+    hit = _JVP_CACHES.get(id(f))
+    if hit is None or hit[0] is not f:
+        hit = _JVP_CACHES[id(f)] = (f, _Staged(f))
+    return hit[1]
+
+
+def hvp(f: Callable, primals: Sequence[Any], tangents: Sequence[Any]) -> Any:
+    """The Hessian of `f` (one float element) at `primals` applied to `tangents`: the forward
+    derivative of the gradient, one result per primal in its structure (a tuple)."""
+    g = _hvp_grad(f, len(primals))
+    return jvp(g, primals, tangents)[1]
+
+
+_HVP_GRADS: "Dict[Tuple[int, int], Tuple[Callable, Callable]]" = {}
+
+
+def _hvp_grad(f: Callable, n: int) -> Callable:
+    hit = _HVP_GRADS.get((id(f), n))
+    if hit is None or hit[0] is not f:
+        hit = _HVP_GRADS[(id(f), n)] = (f, grad(f, argnums=tuple(range(n))))
+    return hit[1]
+
+
+def hessian(f: Callable, argnums: int = 0) -> Callable:
+    """The Hessian of `f` (one float element) with respect to the array argument at
+    `argnums`: shape `x.shape + x.shape`, one Hessian-vector product per element."""
+    if not isinstance(argnums, int):
+        raise _catml.TypeError("hessian takes one argnum")
+    g = grad(f, argnums=argnums)
+
+    @functools.wraps(f)
+    def hessian_f(*args: Any) -> Any:
+        x = args[argnums]
+        if isinstance(x, Tracer):
+            raise _catml.TypeError("hessian inside a transform is not supported: use hvp")
+        x = _leaf_array(x, f"argument {argnums}")
+        rows = []
+        for k in range(x.size):
+            e = np.zeros(x.size, dtype=x.dtype)
+            e[k] = 1
+            tangents = [np.zeros_like(_leaf_array(a, "")) for a in args]
+            tangents[argnums] = e.reshape(x.shape)
+            rows.append(jvp(g, tuple(args), tuple(tangents))[1])
+        return np.stack(rows).reshape(x.shape + x.shape)
+
+    return hessian_f
+
+
+_ = (NUMPY_OF,)

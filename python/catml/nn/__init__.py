@@ -1,0 +1,3 @@
+"""Neural-network functions over traced values (`catml.nn.functional`)."""
+
+from . import functional  # noqa: F401
