@@ -43,13 +43,16 @@ pub fn to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
     tensor.map_err(|e| raise(Kind::Value, format!("{what}: {e}")))
 }
 
-/// The elements in row-major order (one copy: from a contiguous buffer directly).
+/// The elements in row-major order (one copy: from a C-contiguous buffer directly; NumPy's
+/// `as_slice` also accepts Fortran order, whose buffer is column-major, so it is not used).
 fn elements<T: Element + Copy>(a: &Bound<'_, PyArrayDyn<T>>) -> Vec<T> {
     let ro = a.readonly();
-    match ro.as_slice() {
-        Ok(s) => s.to_vec(),
-        Err(_) => ro.as_array().iter().copied().collect(),
+    if a.is_c_contiguous() {
+        if let Ok(s) = ro.as_slice() {
+            return s.to_vec();
+        }
     }
+    ro.as_array().iter().copied().collect()
 }
 
 /// A NumPy array owning the tensor's buffer (no copy unless the buffer is shared).
