@@ -18,7 +18,7 @@ import numpy as np
 from . import _catml, _pytree
 from ._ops import value as _value
 from ._ops import wrap as _wrap
-from ._tracer import CATML_OF, NUMPY_OF, Tracer
+from ._tracer import CATML_OF, Tracer
 
 Argnums = Union[int, Sequence[int]]
 
@@ -144,8 +144,7 @@ def _run(program, leaves: Sequence[Any]) -> List[Any]:
     """Evaluates on arrays (GIL released), or records into the current trace when any leaf is
     traced."""
     if any(isinstance(x, Tracer) for x in leaves):
-        like = None
-        return [_wrap(v) for v in program.call([_value(x, like) for x in leaves])]
+        return [_wrap(v) for v in program.call([_value(x) for x in leaves])]
     return program.eval(list(leaves))
 
 
@@ -278,16 +277,16 @@ class Program:
         unknown = [k for k in tangents if k not in names]
         if unknown:
             raise _catml.TypeError(f"a tangent for unknown input `{unknown[0]}`")
-        extra = [None] * builtins_len(slots)
+        by_slot = {}
         for i, s in enumerate(slots):
             if s is None:
                 if names[i] in tangents:
                     raise _catml.TypeError(f"input `{names[i]}` is not a float input: it has no tangent")
                 continue
             t = tangents.get(names[i])
-            extra[s - len(ordered)] = (np.zeros_like(ordered[i]) if t is None
-                                       else _leaf_array(t, f"tangent of `{names[i]}`"))
-        extra = [e for e in extra if e is not None]
+            by_slot[s] = (np.zeros_like(ordered[i]) if t is None
+                          else _leaf_array(t, f"tangent of `{names[i]}`"))
+        extra = [by_slot[k] for k in sorted(by_slot)]
         outs = jvp.eval(ordered + extra)
         n = len(self._p.output_names())
         primal, tans = outs[:n], outs[n:]
@@ -305,10 +304,6 @@ class Program:
 
     def __repr__(self) -> str:
         return repr(self._p)
-
-
-def builtins_len(x) -> int:
-    return len(x)
 
 
 def trace(f: Callable, *examples: Any) -> Program:
@@ -498,5 +493,3 @@ def hessian(f: Callable, argnums: int = 0) -> Callable:
 
     return hessian_f
 
-
-_ = (NUMPY_OF,)
