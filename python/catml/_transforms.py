@@ -91,9 +91,12 @@ class _Staged:
         self.f = f
         self.stages: Dict[Any, _Stage] = {}
         self.trace_count = 0
+        self.names: Dict[int, List[str]] = {}
 
     def stage(self, args: Sequence[Any]) -> Tuple[_Stage, List[Any]]:
-        names = _arg_names(self.f, len(args))
+        names = self.names.get(len(args))
+        if names is None:
+            names = self.names[len(args)] = _arg_names(self.f, len(args))
         leaves: List[Any] = []
         trees = []
         leaf_names: List[str] = []

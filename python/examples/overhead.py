@@ -1,0 +1,52 @@
+"""Call overhead of `value_and_grad` on 000's tiny MLP (x f64[2] -> linear 4 -> relu ->
+linear 1 -> sigmoid), from Python: CatML's transform, CatML's gradient program evaluated
+directly, and `jax.jit(jax.value_and_grad)`. Prints the median of repeated timings in µs."""
+
+import statistics
+import time
+
+import numpy as np
+
+import catml
+import catml.numpy as cnp
+
+
+def mlp(m, p, x):
+    h = m.maximum(p["W1"] @ x + p["b1"], 0.0)
+    return m.sum(1.0 / (1.0 + m.exp(-(p["W2"] @ h + p["b2"]))))
+
+
+def timed(call, n=20000, rounds=7):
+    for _ in range(1000):
+        call()
+    out = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(n):
+            call()
+        out.append((time.perf_counter() - t) / n * 1e6)
+    return statistics.median(out)
+
+
+rng = np.random.default_rng(0)
+params = {"W1": rng.normal(size=(4, 2)), "b1": rng.normal(size=4),
+          "W2": rng.normal(size=(1, 4)), "b2": rng.normal(size=1)}
+x = rng.normal(size=2)
+
+vg = catml.value_and_grad(lambda p, x: mlp(cnp, p, x))
+print(f"catml.value_and_grad (pytree)      {timed(lambda: vg(params, x)):7.2f} µs")
+program = catml.trace(lambda p, x: mlp(cnp, p, x), params, x)._p
+gprog, _ = program.grad([0, 1, 2, 3])
+leaves = [params[k] for k in sorted(params)] + [x]
+print(f"gradient program eval (flat list)  {timed(lambda: gprog.eval(leaves)):7.2f} µs")
+try:
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    jvg = jax.jit(jax.value_and_grad(lambda p, x: mlp(jnp, p, x)))
+    jax.block_until_ready(jvg(params, x))
+    print(f"jax.jit(jax.value_and_grad)        "
+          f"{timed(lambda: jax.block_until_ready(jvg(params, x)), n=5000):7.2f} µs")
+except ImportError:
+    print("jax is not installed: no JAX figure")
