@@ -14,9 +14,10 @@ from ._transforms import (
 )
 from . import numpy  # noqa: F401  (catml.numpy)
 from . import nn  # noqa: F401  (catml.nn.functional)
+from . import optim  # noqa: F401  (catml.optim.SGD, Adam)
 
 __all__ = [
     "Error", "TypeError", "ValueError", "TracerLeakError", "Tracer", "Program", "trace", "jit",
-    "grad", "value_and_grad", "jvp", "vjp", "hvp", "hessian", "load", "numpy", "nn",
+    "grad", "value_and_grad", "jvp", "vjp", "hvp", "hessian", "load", "numpy", "nn", "optim",
     "__version__",
 ]

@@ -6,6 +6,7 @@ import numpy as np
 
 from . import nn as nn
 from . import numpy as numpy
+from . import optim as optim
 
 __version__: str
 
