@@ -207,7 +207,7 @@ enum Command {
         /// Seed of the random programs and inputs
         #[arg(long, default_value_t = catml::verify::DEFAULT_SEED)]
         seed: u64,
-        /// The documents' counts (for CI) instead of ten times them
+        /// Ten times the reference counts instead of fifty (for CI)
         #[arg(long)]
         quick: bool,
         /// Where to write the results

@@ -1,6 +1,6 @@
-//! 000's tiny MLP, end to end: trace it once, print the program, read its output shape and
-//! parameter counts without data, then take gradients by tag and check them against central
-//! finite differences.
+//! The tiny MLP (docs/examples.md), end to end: trace it once, print the program, read its
+//! output shape and parameter counts without data, then take gradients by tag and check them
+//! against central finite differences.
 //!
 //! `cargo run -p catml --example mlp`
 

@@ -1,7 +1,7 @@
-//! 003's tied residual block, traced from Rust: A = XW + b, H = tanh A, Y = X + HW + b, with
-//! one W and one b each used twice and the bias broadcast explicitly (B = 2, d = 3, f64). The
-//! traced program is compared with `modules/tied_residual.json` up to names, and both are
-//! evaluated on `modules/tied_residual.inputs.json`.
+//! The tied residual block (docs/examples.md), traced from Rust: A = XW + b, H = tanh A,
+//! Y = X + HW + b, with one W and one b each used twice and the bias broadcast explicitly
+//! (B = 2, d = 3, f64). The traced program is compared with `modules/tied_residual.json` up to
+//! names, and both are evaluated on `modules/tied_residual.inputs.json`.
 //!
 //! `cargo run -p catml --example tied_residual`
 

@@ -1,4 +1,5 @@
-//! Compositionality as a training objective (000): evidence E -> syndrome S -> diagnosis D.
+//! Compositionality as a training objective (the triangle objective, docs/examples.md):
+//! evidence E -> syndrome S -> diagnosis D.
 //!
 //! A seeded synthetic data set where the syndrome depends on the evidence and the diagnosis on
 //! the syndrome only; most rows are labelled partially, (E, S) or (E, D). Three small MLPs

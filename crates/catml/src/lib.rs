@@ -11,7 +11,7 @@
 //! use catml::tensor::{DType, Tensor, TensorType};
 //! use catml::trace::{trace, value_and_grad, Value};
 //!
-//! // 000's model, written once: it runs eagerly on tensors and records inside a trace.
+//! // The tiny MLP (docs/examples.md), written once: eager on tensors, recording inside a trace.
 //! fn model(x: &Value, rng: &mut ChaCha8Rng) -> Value {
 //!     let h = linear(x, 4, rng, "lin1").relu();
 //!     linear(&h, 1, rng, "lin2").sigmoid()

@@ -1,7 +1,7 @@
-//! The `catml` binary's derivative commands on 003's tied residual block: `grad` against the
-//! closed forms X̄ = G + Ā Wᵀ, W̄ = Hᵀ G + Xᵀ Ā, b̄ = Σ_r G + Σ_r Ā (H̄ = G Wᵀ,
-//! Ā = H̄ ⊙ (1 - H ⊙ H)); `jvp` against `grad --cotangents` by the adjoint identity; and the
-//! printed VJP program (listing and JSON) read back and evaluated.
+//! The `catml` binary's derivative commands on the tied residual block (docs/examples.md): `grad`
+//! against the closed forms X̄ = G + Ā Wᵀ, W̄ = Hᵀ G + Xᵀ Ā, b̄ = Σ_r G + Σ_r Ā
+//! (H̄ = G Wᵀ, Ā = H̄ ⊙ (1 - H ⊙ H)); `jvp` against `grad --cotangents` by the adjoint identity;
+//! and the printed VJP program (listing and JSON) read back and evaluated.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,7 +90,7 @@ fn col_sums(a: &[f64], rows: usize, cols: usize) -> Vec<f64> {
         .collect()
 }
 
-/// (X̄, W̄, b̄) by 003 §6 for seed G at (B, d) = (2, 3).
+/// (X̄, W̄, b̄) by the closed forms for seed G at (B, d) = (2, 3).
 fn closed_form(g: &[f64]) -> [Vec<f64>; 3] {
     let (rows, d) = (2, 3);
     let named = inputs();

@@ -1,4 +1,4 @@
-//! Reverse mode (003 §4): initialise every cotangent to zero, add each output seed to its
+//! Reverse mode (docs/reverse.md): initialise every cotangent to zero, add each output seed to its
 //! output, walk the nodes backwards and add each local response to every operand occurrence.
 
 use super::layout::{name_outputs, slots, Residual, VjpLayout};
@@ -29,7 +29,7 @@ enum Seeds {
     FirstIsOne,
 }
 
-/// cot[v] += c; a sum is named `<v>.bar`, the documents' notation for an accumulated cotangent.
+/// cot[v] += c; a sum is named `<v>.bar`, the bar marking an accumulated cotangent (as in x̄).
 fn accumulate(
     b: &mut Builder,
     cot: &mut [Option<Var>],

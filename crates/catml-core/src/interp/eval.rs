@@ -46,7 +46,8 @@ pub enum EvalError {
     },
 }
 
-/// A node where a labelled convention decided the derivative (001 §5 made observable).
+/// A node where a labelled convention decided the derivative, made observable
+/// (docs/derivatives.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConventionHit {
     pub index: usize,

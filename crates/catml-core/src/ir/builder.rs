@@ -253,7 +253,7 @@ impl Builder {
             .expect("unbounded")
     }
 
-    /// The tag given to nodes made from now on (000's `tag=lin1`).
+    /// The tag given to nodes made from now on (as the tiny MLP's `tag=lin1`).
     pub fn set_tag(&mut self, tag: Option<String>) -> Option<String> {
         std::mem::replace(&mut self.tag, tag)
     }

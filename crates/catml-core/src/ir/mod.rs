@@ -1,5 +1,5 @@
-//! The typed SSA program (the documents' module), its builder, validation, the CatML listing and
-//! LensIR JSON.
+//! The typed SSA program (a LensIR module, docs/lensir.md), its builder, validation, the CatML
+//! listing and LensIR JSON.
 //!
 //! `ir` knows no numbers: it holds types and primitives, and asks primitives for their rules.
 

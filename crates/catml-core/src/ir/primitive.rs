@@ -9,7 +9,7 @@ use crate::tensor::{DType, RArray, Tensor, TensorType};
 /// A primitive's attributes as JSON (the LensIR `attrs` object).
 pub type Attrs = serde_json::Map<String, serde_json::Value>;
 
-/// What kind of claim a primitive's derivative rules make (001 section 5).
+/// What kind of claim a primitive's derivative rules make (docs/derivatives.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RuleKind {
     /// The classical derivative everywhere on the admissible domain.

@@ -1,9 +1,9 @@
 //! The trace stack: one recording context per active [`trace`](super::trace) on this thread.
 //!
 //! A primitive call looks at the innermost context. With none, it evaluates eagerly; with one,
-//! it records a node in that context's builder (000's `bind`). Contexts nest (a trace started
-//! inside a traced function records separately), and each has an id so that a value recorded in
-//! one trace is refused by another instead of being misread as one of its own variables.
+//! it records a node in that context's builder. Contexts nest (a trace started inside a traced
+//! function records separately), and each has an id so that a value recorded in one trace is
+//! refused by another instead of being misread as one of its own variables.
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +31,7 @@ pub(crate) struct Recording {
     pub(crate) builder: Builder,
     pub(crate) params: Params,
     pub(crate) first_error: Option<TraceError>,
-    /// Values declared so far, for the `v<n>` names of nodes (000's listing numbers values).
+    /// Values declared so far, for the `v<n>` names of nodes (the listing numbers values v0, v1).
     pub(crate) n_values: usize,
 }
 
@@ -107,7 +107,7 @@ fn pop(stack: &mut Vec<Recording>, id: TraceId) -> Option<Recording> {
     stack.pop()
 }
 
-/// The tag given to nodes recorded while `f` runs (000's `tag="lin1"`). Inner tags replace
+/// The tag given to nodes recorded while `f` runs (as the tiny MLP's `lin1`). Inner tags replace
 /// outer ones for their extent. Outside a trace, tags mean nothing and `f` just runs.
 pub fn with_tag<R>(tag: &str, f: impl FnOnce() -> R) -> R {
     let _scope = tag_scope(tag);

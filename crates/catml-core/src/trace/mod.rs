@@ -1,5 +1,5 @@
 //! Tracing: one model function, written once, runs eagerly on tensors outside a trace and
-//! records a program inside one (000's `bind`).
+//! records a program inside one.
 //!
 //! ```
 //! use catml_core::trace::{trace, Value};

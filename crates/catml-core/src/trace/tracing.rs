@@ -99,9 +99,10 @@ pub fn arguments(
 /// Traces `f` on data inputs of these types, named `v0, v1, ..`.
 ///
 /// `f` runs once. Each primitive call on its arguments records one node (named `v<n>` in
-/// order, as in 000's listing); each [`Value::param`] becomes a parameter input whose initial
-/// value lands in [`Traced::params`]. Tensors that `f` captured from outside become `constant`
-/// nodes. The first error raised inside `f` is returned, naming its call site.
+/// order, as in the tiny MLP's listing in docs/examples.md); each [`Value::param`] becomes a
+/// parameter input whose initial value lands in [`Traced::params`]. Tensors that `f` captured from
+/// outside become `constant` nodes. The first error raised inside `f` is returned, naming its call
+/// site.
 ///
 /// ```
 /// use catml_core::trace::trace;

@@ -1,6 +1,6 @@
 //! Program-to-program transforms beyond differentiation. [`lower`] expands every composite
-//! primitive (softmax, layer norm, attention, linear, ...) into the core fragment of the
-//! documents, the reference meaning the composites' fast kernels are checked against;
+//! primitive (softmax, layer norm, attention, linear, ...) into the core fragment
+//! (docs/lowering.md), the reference meaning the composites' fast kernels are checked against;
 //! [`rewrite`] holds semantics-preserving rewrites; [`vmap`] batches a program over examples.
 
 mod lower;

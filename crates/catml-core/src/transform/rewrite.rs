@@ -3,7 +3,7 @@
 //! Each pass reports how many changes it made. Equal real functions need not give equal
 //! floating-point numbers: removing an identity reshape from one branch of a shared value
 //! changes the order in which the reverse pass adds that value's cotangent contributions, so the
-//! f64 gradient can change (001 §6; the verification bundle reproduces the example).
+//! f64 gradient can change (docs/rewrites.md, the floating-point rewrite counterexample).
 
 use crate::ir::{BuildError, Builder, Node, Program, Var};
 

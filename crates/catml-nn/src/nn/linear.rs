@@ -1,5 +1,6 @@
-//! The fully connected layer of 000: `linear(x, 4, rng, "lin1")` makes parameters `lin1.W`
-//! (4, in) and `lin1.b` (4,) and one `linear` node tagged `lin1`.
+//! The fully connected layer, as the tiny MLP uses it (docs/examples.md):
+//! `linear(x, 4, rng, "lin1")` makes parameters `lin1.W` (4, in) and `lin1.b` (4,) and one
+//! `linear` node tagged `lin1`.
 
 use rand::Rng;
 
@@ -70,7 +71,7 @@ impl Linear {
 /// The fully connected layer under its other usual name (Keras, Flax).
 pub type Dense = Linear;
 
-/// 000's layer: [`Linear::new(out)`](Linear::new) applied to `x` under `tag`.
+/// The tiny MLP's layer: [`Linear::new(out)`](Linear::new) applied to `x` under `tag`.
 ///
 /// ```
 /// use catml_nn::nn::{linear, seeded};

@@ -15,7 +15,7 @@
 //! with a `[B]` weight vector given with the batch: ones give a sum over rows, `mask / count`
 //! a mean over the rows that have the term's data, zeros ignore padding.
 //!
-//! # Example: the triangle of 000
+//! # Example: the triangle objective (docs/examples.md)
 //!
 //! ```
 //! use catml_train::diagram::{triangle_gradients, Arrow};

@@ -1,4 +1,5 @@
-//! The 000 convenience: the gradients of the triangle loss L = ½‖h(x) − g(f(x))‖².
+//! The triangle objective's convenience (docs/examples.md): the gradients of the triangle loss
+//! L = ½‖h(x) − g(f(x))‖².
 
 use super::arrow::per_example;
 use super::{arrow_params, Arrow, Batch, Diagram, DiagramError, Equation, Path};

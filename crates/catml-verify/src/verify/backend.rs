@@ -1,4 +1,4 @@
-//! Backend simulation (003 §5): f32 as a backend for the f64 reference.
+//! Backend simulation (docs/backend.md): f32 as a backend for the f64 reference.
 //!
 //! Local error budgets. Every node of generated programs is re-run alone on its actual operands
 //! rounded to f32, in f32 (ŷ) and in f64 (y, the reference on the same inputs); each primitive
@@ -7,12 +7,12 @@
 //! operands' absolute values, valid for any order of summation), and a formula of the operands
 //! for the softmax family, attention and the losses.
 //!
-//! Sequential chains (Lemma 5.3). For chains of stages f_1..f_n (matmul by a fixed matrix, bias
-//! add, scaling, tanh, sigmoid, exp) run in f64 (z_i) and in f32 (ẑ_i), with measured local
-//! errors ε_i = ‖f̂_i(ẑ_{i-1}) - f_i(ẑ_{i-1})‖∞ and Lipschitz constants L_i of f_i on the segment
-//! between z_{i-1} and ẑ_{i-1} in the ∞-norm (matmul: largest column sum of |W|; bias: 1;
-//! scaling by c: |c|; elementwise g: the largest sup |g'| over each element's segment), the
-//! observed e_i = ‖ẑ_i - z_i‖∞ must satisfy e_i <= Σ_{j<=i} ε_j Π_{j<l<=i} L_l (+ 2^-40 ‖z_i‖∞
+//! Sequential chains (docs/backend.md, error along a chain). For chains of stages f_1..f_n (matmul
+//! by a fixed matrix, bias add, scaling, tanh, sigmoid, exp) run in f64 (z_i) and in f32 (ẑ_i),
+//! with measured local errors ε_i = ‖f̂_i(ẑ_{i-1}) - f_i(ẑ_{i-1})‖∞ and Lipschitz constants L_i of
+//! f_i on the segment between z_{i-1} and ẑ_{i-1} in the ∞-norm (matmul: largest column sum of |W|;
+//! bias: 1; scaling by c: |c|; elementwise g: the largest sup |g'| over each element's segment),
+//! the observed e_i = ‖ẑ_i - z_i‖∞ must satisfy e_i <= Σ_{j<=i} ε_j Π_{j<l<=i} L_l (+ 2^-40 ‖z_i‖∞
 //! for the reference's own rounding), at every stage.
 
 use crate::prim::names;
@@ -48,8 +48,8 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let programs = ctx.level.pick(8, 2010, 10050);
     let chains = ctx.level.pick(8, 2010, 10050);
     let mut t = ctx.tally(
-        "f32 against the f64 reference: per-primitive local error budgets on the nodes of generated programs; Lemma 5.3's recurrence bound e_n <= sum_i eps_i prod_{j>i} L_j on sequential chains with measured local constants",
-        "003 §5: Definition 5.1, Lemma 5.3 (no figures in the documents)",
+        "f32 against the f64 reference: per-primitive local error budgets on the nodes of generated programs; the recurrence bound e_n <= sum_i eps_i prod_{j>i} L_j on sequential chains with measured local constants",
+        "no reference figure: the simulation contract and the chain bound of docs/backend.md",
         programs + chains,
     );
     let mut stats: BTreeMap<String, PrimStats> = BTreeMap::new();
@@ -334,7 +334,7 @@ fn chain(t: &mut Tally, seed: u64, k: usize) -> (f64, usize) {
                 .collect::<Vec<_>>(),
         );
         let lip = stage.lipschitz(&z.to_f64_vec(), &zh64.to_f64_vec());
-        // B_i = ε_i + L_i B_{i-1}, the lemma's sum Σ_j ε_j Π_{l>j} L_l unrolled.
+        // B_i = ε_i + L_i B_{i-1}, the bound's sum Σ_j ε_j Π_{l>j} L_l unrolled.
         bound = eps + lip * bound;
         z = next.into_iter().next().expect("one output");
         zh = next_h.into_iter().next().expect("one output");

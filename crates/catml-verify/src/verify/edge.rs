@@ -1,9 +1,10 @@
-//! Edge checks (001 §6, §9; 003 §3, §6):
-//! - the floating-point rewrite counterexample: x reaches y = (x·10¹⁶ + x·(-10¹⁶)) + reshape(x)
-//!   through three branches whose cotangent contributions are 10¹⁶, -10¹⁶ and 1. With the
-//!   identity reshape the reverse pass adds -10¹⁶ + 10¹⁶ first and then 1: gradient 1. Without
-//!   it, 1 arrives first and 1 - 10¹⁶ rounds to -10¹⁶: gradient 0. The real gradient (exact
-//!   over rationals, before and after) is 1, and the rewrites family's bound holds;
+//! Edge checks:
+//! - the floating-point rewrite counterexample (docs/rewrites.md): x reaches
+//!   y = (x·10¹⁶ + x·(-10¹⁶)) + reshape(x) through three branches whose cotangent contributions
+//!   are 10¹⁶, -10¹⁶ and 1. With the identity reshape the reverse pass adds -10¹⁶ + 10¹⁶ first
+//!   and then 1: gradient 1. Without it, 1 arrives first and 1 - 10¹⁶ rounds to -10¹⁶:
+//!   gradient 0. The real gradient (exact over rationals, before and after) is 1, and the
+//!   rewrites family's bound holds;
 //! - every rejection kind of the validator, on hand-written modules and on mutations of
 //!   generated ones (each must report the expected kind at the expected place);
 //! - runtime rejections: wrong input shapes, counts and dtypes, for eval, the rational
@@ -35,7 +36,7 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let n = ctx.level.pick(4, 200, 1000);
     let mut t = ctx.tally(
         "the floating-point rewrite counterexample; every validator rejection kind (hand-written and mutated generated modules); runtime shape, count and dtype rejections; domain violations and non-finite values with the node named; missing and ill-typed derivative rules",
-        "001 §9: 10 edge checks including the floating-point rewrite counterexample; 003 §6: 10 invalid-module and 2 runtime-shape rejections",
+        "reference: 10 edge checks including the floating-point rewrite counterexample; 10 invalid-module and 2 runtime-shape rejections",
         n + 4,
     );
     counterexample(&mut t);
@@ -725,7 +726,7 @@ fn rules(t: &mut Tally) {
 mod tests {
     use super::*;
 
-    /// The companion modules are the counterexample before and after the rewrite.
+    /// `modules/rewrite_counterexample*.json` are the counterexample before and after the rewrite.
     #[test]
     fn rewrite_counterexample_modules() {
         let registry = crate::prim::builtins();

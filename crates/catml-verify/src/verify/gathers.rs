@@ -1,7 +1,8 @@
-//! Gathers, exhaustively (001 §2, §9): every map i: [m] -> [n] with input length n and output
-//! length m in 1..=K, as the program x: f64[n] -> gather(x, indices = i): f64[m].
+//! Gathers, exhaustively (docs/derivatives.md, structural maps): every map i: [m] -> [n] with input
+//! length n and output length m in 1..=K, as the program x: f64[n] -> gather(x, indices = i):
+//! f64[m].
 //!
-//! There are Σ_{n=1}^{K} Σ_{m=1}^{K} n^m such maps: 494 for K = 4 (the documents' count) and
+//! There are Σ_{n=1}^{K} Σ_{m=1}^{K} n^m such maps: 494 for K = 4 (the reference count) and
 //! 5,699 for K = 5. Over exact rationals, for each map:
 //! - forward: (G x)_j = x_{i_j};
 //! - JVP program: G v;
@@ -31,7 +32,7 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let total = gather_map_count(k);
     let mut t = ctx.tally(
         "every gather map with input and output lengths 1..=K: forward, JVP, VJP (whole transpose at basis seeds) and the adjoint identity, exactly over rationals",
-        "001 §9: all 494 small gather maps with lengths 1 through 4",
+        "reference: all 494 small gather maps with lengths 1 through 4",
         total,
     );
     t.figure("max_length", k);

@@ -1,5 +1,5 @@
-//! Kernels against lowerings (DESIGN: "the verification bundle checks kernel against lowering,
-//! forward and reverse"; 001 §6's paired refinement made executable).
+//! Kernels against lowerings, forward and reverse: the paired refinement of docs/rewrites.md made
+//! executable, node by node.
 //!
 //! For every node of generated programs whose primitive returns `Some` from `lower`, the
 //! one-node program N = prim(x) and its lowering L (the same inputs, `prim.lower(x)`) are
@@ -28,7 +28,7 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let programs = ctx.level.pick(12, 2010, 10050);
     let mut t = ctx.tally(
         "composite kernels against their lowerings into the core fragment: eval, JVP and VJP, exactly over rationals where possible and in f64 and f32",
-        "001 §6 paired exact refinement; DESIGN: kernel against lowering, forward and reverse",
+        "no reference figure: the paired refinement of docs/rewrites.md, kernel against lowering, forward and reverse",
         programs,
     );
     let mut lowered: BTreeMap<String, u64> = BTreeMap::new();

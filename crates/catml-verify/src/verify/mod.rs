@@ -1,5 +1,6 @@
-//! The verification bundle: the documents' evidence (001 §9, 003 §5-6), regenerated at ten times
-//! their counts or exhaustively, from one seed.
+//! The verification bundle: the reference evidence for CatML's semantics (an earlier, smaller
+//! float64 run; VERIFICATION.md), regenerated at ten (quick) to fifty (full) times its counts or
+//! exhaustively, from one seed.
 //!
 //! Each family is one file and reports cases, checks, failures, its largest errors, figures
 //! (tolerances, bounds, counts) and its wall time:
@@ -12,9 +13,9 @@
 //! | `smooth_graphs` | generated graphs: central differences against JVP, adjoint test of JVP against VJP, f64 and f32 |
 //! | `serialisation` | JSON and listing round trips of generated programs and their derivatives |
 //! | `rewrites` | every rewrite pass preserves eval, JVP and VJP within stated bounds |
-//! | `tied_block` | 003's tied residual block against its closed forms, with directional checks |
+//! | `tied_block` | the tied residual block (docs/examples.md) against its closed forms, with directional checks |
 //! | `edge_checks` | the floating-point rewrite counterexample, validator and runtime rejections, domain violations |
-//! | `backend_simulation` | per-primitive f32 local error budgets; Lemma 5.3's recurrence bound on sequential chains |
+//! | `backend_simulation` | per-primitive f32 local error budgets; the error recurrence bound on sequential chains (docs/backend.md) |
 //! | `lowerings` | composite kernels against their lowerings into the core fragment |
 //! | `vmap` | generated programs batched by `vmap` with random axes, against a loop of evaluations, bitwise |
 //!
@@ -53,9 +54,9 @@ pub use smooth::{run_smooth, SmoothOptions};
 pub enum Level {
     /// A few cases per family (tests).
     Smoke,
-    /// The documents' counts, about; for CI.
+    /// Ten times the reference counts (exhaustive families in full); for CI.
     Quick,
-    /// At least ten times the documents' counts, or exhaustive.
+    /// Fifty times the reference counts for the sampled families, or exhaustive.
     Full,
 }
 
@@ -92,7 +93,7 @@ impl Config {
     }
 }
 
-/// The seed the documents' bundle used (001 §9).
+/// The seed of the reference run (docs/examples.md, seeds).
 pub const DEFAULT_SEED: u64 = 20261021;
 
 /// One family's outcome.
@@ -100,7 +101,7 @@ pub const DEFAULT_SEED: u64 = 20261021;
 pub struct FamilyReport {
     pub name: String,
     pub description: String,
-    /// The documents' figure this family stands beside.
+    /// The reference figure this family stands beside (VERIFICATION.md).
     pub reference: String,
     pub cases: u64,
     pub checks: u64,

@@ -1,4 +1,4 @@
-//! Policy descent, finite case (001 §8, Theorem 6).
+//! Policy descent, finite case (docs/policy.md).
 //!
 //! For a surjection q: I -> O of finite sets and a Boolean policy P ⊆ I (a bit mask), with
 //! kernel pair I ×_O I = {(a, b) : q(a) = q(b)} and projections p1, p2:
@@ -7,9 +7,9 @@
 //!   (independently of the criterion).
 //!
 //! Every surjection with |I| <= N (as a list of images, O = {0..k}) and every P ⊆ I is checked:
-//! criterion ⟺ descends, and when it descends, Q is unique. Then the corollary's counterexample
-//! with real programs: two tapes of the same constant function (same values, same zero
-//! pullback) whose VJP programs keep residuals of total dimension 0 and 1; the policy
+//! criterion ⟺ descends, and when it descends, Q is unique. Then the residual-dimension
+//! counterexample with real programs: two tapes of the same constant function (same values, same
+//! zero pullback) whose VJP programs keep residuals of total dimension 0 and 1; the policy
 //! "dim R = 0" separates them inside one observation fiber, so it is not a preimage.
 
 use rand::SeedableRng;
@@ -83,7 +83,7 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let all: Vec<Surjection> = (1..=max_n).flat_map(surjections).collect();
     let mut t = ctx.tally(
         "every surjection q: I -> O with |I| <= N and every Boolean policy P on I: kernel-pair criterion iff P is a preimage q*Q, with Q unique; the residual-dimension counterexample with real programs",
-        "001 §9: 249 finite surjections with 6,726 Boolean-policy cases",
+        "reference: 249 finite surjections with 6,726 Boolean-policy cases",
         all.len() + 1,
     );
     t.figure("max_domain_size", max_n);

@@ -1,4 +1,4 @@
-//! Rational oracle (001 §9): random scalar DAGs of add, sub, neg, mul, reciprocal and constants,
+//! Rational oracle: random scalar DAGs of add, sub, neg, mul, reciprocal and constants,
 //! with shared subterms, repeated operands and repeated outputs.
 //!
 //! At each point, with inputs and output seeds exact dyadic rationals:
@@ -31,7 +31,7 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let dags = ctx.level.pick(16, 5120, 25600);
     let mut t = ctx.tally(
         "random scalar DAGs (add, sub, neg, mul, reciprocal, constants; shared subterms, repeated operands and outputs): exact values and VJP gradients against rational dual numbers, f64 against a running error bound",
-        "001 §9: 512 rational scalar DAGs, 2,048 exact value/full-gradient evaluations",
+        "reference: 512 rational scalar DAGs, 2,048 exact value/full-gradient evaluations",
         dags,
     );
     t.figure("dags", dags);

@@ -1,4 +1,4 @@
-//! Rewrites (001 §6, §9): every pass in `transform::rewrite::REWRITES` on generated programs
+//! Rewrites (docs/rewrites.md): every pass in `transform::rewrite::REWRITES` on generated programs
 //! (every primitive, with identity reshapes and dead nodes), compared at random points.
 //!
 //! Stated bounds, with u the unit roundoff:
@@ -26,7 +26,7 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let n = ctx.level.pick(12, 2010, 10050);
     let mut t = ctx.tally(
         "every rewrite pass (identity-reshape elimination, pruning) on generated programs: eval and JVP bitwise equal, VJP within 2^5 N u M",
-        "001 §9: 201 ordinary rewrite comparisons",
+        "reference: 201 ordinary rewrite comparisons",
         n,
     );
     t.figure("programs", n);

@@ -1,4 +1,4 @@
-//! Serialisation (001 §9): LensIR JSON and the CatML listing on generated programs over every
+//! Serialisation: LensIR JSON and the CatML listing on generated programs over every
 //! primitive, with parameters, tags, repeated outputs, unused inputs and names that need quoting
 //! (listing keywords, spaces, quotes, Unicode), in f64 and f32, and on their JVP and VJP
 //! programs.
@@ -22,7 +22,7 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let n = ctx.level.pick(12, 2010, 10050);
     let mut t = ctx.tally(
         "LensIR JSON and listing round trips of generated programs (every primitive, parameters, tags, exotic names, f64 and f32) and of their JVP and VJP programs: structural equality, fixed-point printing, bitwise equal evaluation",
-        "001 §9: 201 serialization comparisons",
+        "reference: 201 serialisation comparisons",
         n,
     );
     t.figure("programs", n);

@@ -1,4 +1,4 @@
-//! Random smooth tensor graphs (001 §9): the generator's smooth entries, checked at random points
+//! Random smooth tensor graphs: the generator's smooth entries, checked at random points
 //! in f64 and in f32 with the independent JVP and VJP programs.
 //!
 //! With x the inputs, v a tangent, u an output seed (all uniform in [-1, 1]), Jv from the JVP
@@ -16,14 +16,14 @@
 //!   accepted in f64 if e_dir <= 2^10 · u^(4/5). For f32, Jv is the f32 JVP program's and D the
 //!   f64 twin's (the same graph with the same constants, exact in both) at the same point,
 //!   accepted if e_dir <= 2^10 · u_f32;
-//! - in f64 also the documents' second-order difference (f(x+hv) - f(x-hv)) / 2h with
-//!   h = 2·10⁻⁶ and e = ‖D - Jv‖∞ / max(1, ‖Jv‖∞), with the documents' threshold 2·10⁻⁶;
+//! - in f64 also the reference run's second-order difference (f(x+hv) - f(x-hv)) / 2h with
+//!   h = 2·10⁻⁶ and e = ‖D - Jv‖∞ / max(1, ‖Jv‖∞), with its threshold 2·10⁻⁶;
 //! - the primal outputs of the JVP and VJP programs equal eval's, bitwise.
 //!
-//! Maxima over the first 201 graphs (the documents' sample size) are reported beside the run's.
+//! Maxima over the first 201 graphs (the reference sample size) are reported beside the run's.
 //!
-//! A pairing check alone is insufficient (001 §3: incorrect maps can be adjoints of each other),
-//! which is why the directional check is there too.
+//! A pairing check alone is insufficient (incorrect maps can be adjoints of each other;
+//! docs/derivatives.md), which is why the directional check is there too.
 
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -71,12 +71,12 @@ pub fn directional_tol(dtype: DType) -> f64 {
     }
 }
 
-/// The documents' step and threshold (001 §9).
-const DOC_STEP: f64 = 2e-6;
-const DOC_THRESHOLD: f64 = 2e-6;
+/// The reference run's step and threshold.
+const REFERENCE_STEP: f64 = 2e-6;
+const REFERENCE_THRESHOLD: f64 = 2e-6;
 
-/// The documents' number of graphs: maxima over the first ones are reported beside the run's.
-const DOC_GRAPHS: usize = 201;
+/// The reference number of graphs: maxima over the first ones are reported beside the run's.
+const REFERENCE_GRAPHS: usize = 201;
 
 pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let graphs = ctx.level.pick(12, 2010, 10050);
@@ -98,7 +98,7 @@ pub fn run_smooth(opts: &SmoothOptions, progress: &dyn Progress) -> FamilyReport
 fn smooth_family(ctx: &Ctx, opts: &SmoothOptions) -> FamilyReport {
     let mut t = ctx.tally(
         "generated smooth graphs: adjoint test <u, Jv> = <J^T u, v> with the independent JVP and VJP programs, fourth-order central differences against Jv, in f64 and f32",
-        "001 §9: 201 smooth tensor graphs, 603 directional/adjoint checks; max normalised adjoint error 4.30e-16, relative directional discrepancy 4.45e-10 (step and threshold 2e-6)",
+        "reference: 201 smooth tensor graphs, 603 directional/adjoint checks; max normalised adjoint error 4.30e-16, relative directional discrepancy 4.45e-10 (step and threshold 2e-6)",
         opts.graphs,
     );
     t.figure("graphs", opts.graphs);
@@ -115,7 +115,7 @@ fn smooth_family(ctx: &Ctx, opts: &SmoothOptions) -> FamilyReport {
         t.figure(&format!("{dt}_adjoint_tolerance"), adjoint_tol(dt));
         t.figure(&format!("{dt}_directional_tolerance"), directional_tol(dt));
     }
-    t.figure("f64_documents_step_and_threshold", DOC_STEP);
+    t.figure("f64_reference_step_and_threshold", REFERENCE_STEP);
     let mut rng = ctx.rng();
     let mut nodes = 0usize;
     for g in 0..opts.graphs {
@@ -213,7 +213,7 @@ fn check_graph(t: &mut Tally, d: &Derivatives, twin: &Derivatives, dt: DType, se
     let den = norm2(&uf) * norm2(&jvf).max(tau) + norm2(&jtuf).max(kappa) * norm2(&vf);
     let e_adj = if num == 0.0 { 0.0 } else { num / den };
     t.check_le(&format!("{dt}_adjoint_error"), e_adj, adjoint_tol(dt), at);
-    if g < DOC_GRAPHS {
+    if g < REFERENCE_GRAPHS {
         t.max_error(&format!("{dt}_adjoint_error_first_201_graphs"), e_adj);
     }
     // Directional check, fourth order, on the f64 twin at the same point.
@@ -241,22 +241,22 @@ fn check_graph(t: &mut Tally, d: &Derivatives, twin: &Derivatives, dt: DType, se
         Err(e) => t.fail(format!("{}: perturbed eval: {e}", at())),
     }
     if dt == DType::F64 {
-        // The documents' second-order difference, for comparison.
-        match (f(DOC_STEP), f(-DOC_STEP)) {
+        // The reference run's second-order difference, for comparison.
+        match (f(REFERENCE_STEP), f(-REFERENCE_STEP)) {
             (Ok(p1), Ok(m1)) => {
                 let diff: Vec<f64> = (0..p1.len())
-                    .map(|i| (p1[i] - m1[i]) / (2.0 * DOC_STEP) - jvf[i])
+                    .map(|i| (p1[i] - m1[i]) / (2.0 * REFERENCE_STEP) - jvf[i])
                     .collect();
                 let e = max_abs(&diff) / max_abs(&jvf).max(1.0);
                 t.check_le(
-                    "f64_directional_discrepancy_documents_method",
+                    "f64_directional_discrepancy_reference_method",
                     e,
-                    DOC_THRESHOLD,
+                    REFERENCE_THRESHOLD,
                     at,
                 );
-                if g < DOC_GRAPHS {
+                if g < REFERENCE_GRAPHS {
                     t.max_error(
-                        "f64_directional_discrepancy_documents_method_first_201_graphs",
+                        "f64_directional_discrepancy_reference_method_first_201_graphs",
                         e,
                     );
                 }

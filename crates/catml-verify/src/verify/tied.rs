@@ -1,13 +1,13 @@
-//! The worked tied-weight residual block (003 §6): for X ∈ R^{B×d}, W ∈ R^{d×d}, b ∈ R^d,
+//! The tied residual block (docs/examples.md): for X ∈ R^{B×d}, W ∈ R^{d×d}, b ∈ R^d,
 //! A = XW + b, H = tanh A, Y = X + HW + b, with one W and one b each used twice. For a seed G
 //! at Y the closed forms are
 //!   H̄ = G Wᵀ,  Ā = H̄ ⊙ (1 - H ⊙ H),  X̄ = G + Ā Wᵀ,  W̄ = Hᵀ G + Xᵀ Ā,
 //!   b̄ = Σ_r G_{r,:} + Σ_r Ā_{r,:},
 //! computed here with plain loops. Over random batch B ∈ 1..=3 and width d ∈ 1..=4 (the
-//! documents' ranges):
+//! reference ranges):
 //! - Y and the VJP program's X̄, W̄, b̄ against the closed forms: ‖Δ‖∞ <= 2^5 (d + 2) u S, with
 //!   S = max(1, largest closed-form magnitude), in f64 and in f32;
-//! - three directional checks per case with the documents' method: L(θ) = <G, Y(θ)>,
+//! - three directional checks per case with the reference method: L(θ) = <G, Y(θ)>,
 //!   (L(θ + hV) - L(θ - hV)) / 2h with h = 10⁻⁶ against <θ̄, V>, accepted within 3·10⁻⁷; and
 //!   the JVP program's <G, J V> against <θ̄, V> within 2^6 u (‖G‖‖JV‖ + ‖θ̄‖‖V‖).
 
@@ -21,14 +21,15 @@ use crate::ir::{Builder, InputKind, Program, Var};
 use crate::prim::Ops;
 use crate::tensor::{DType, Tensor, TensorType};
 
-/// The documents' step and tolerance (003 §6).
+/// The reference step and tolerance.
 const STEP: f64 = 1e-6;
 const FD_TOL: f64 = 3e-7;
 
-/// The documents' number of cases: maxima over the first ones are reported beside the run's.
-const DOC_CASES: usize = 32;
+/// The reference number of cases: maxima over the first ones are reported beside the run's.
+const REFERENCE_CASES: usize = 32;
 
-/// The block as a program with the companion module's names (X, W, b; bb, XW, A, H, HW, HWb, Y).
+/// The block as a program with `modules/tied_residual.json`'s names (X, W, b; bb, XW, A, H, HW,
+/// HWb, Y).
 pub(crate) fn tied_block(batch: usize, d: usize, dtype: DType) -> Program {
     let mut b = Builder::new();
     let x = b
@@ -136,8 +137,8 @@ fn closed_forms(x: &Mat, w: &Mat, b: &[f64], g: &Mat) -> [Vec<f64>; 4] {
 pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let n = ctx.level.pick(4, 320, 1600);
     let mut t = ctx.tally(
-        "003's tied residual block against its closed forms (f64 and f32) over random batch 1..=3 and width 1..=4, three directional finite-difference checks per case",
-        "003 §6: 32 tied-block cases, max abs error 4.45e-16; 96 directional FD checks (step 1e-6, tolerance 3e-7), max discrepancy 4.45e-10",
+        "the tied residual block against its closed forms (f64 and f32) over random batch 1..=3 and width 1..=4, three directional finite-difference checks per case",
+        "reference: 32 tied-block cases, max abs error 4.45e-16; 96 directional FD checks (step 1e-6, tolerance 3e-7), max discrepancy 4.45e-10",
         n,
     );
     t.figure("cases", n);
@@ -198,7 +199,7 @@ fn check_case(t: &mut Tally, rng: &mut ChaCha8Rng, batch: usize, d: usize, k: us
             t.check_le(&format!("{dtype}_closed_form_abs_error"), err, tol, || {
                 format!("{}: {dtype} {name}", at())
             });
-            if k < DOC_CASES {
+            if k < REFERENCE_CASES {
                 t.max_error(
                     &format!("{dtype}_closed_form_abs_error_first_32_cases"),
                     err,
@@ -206,7 +207,7 @@ fn check_case(t: &mut Tally, rng: &mut ChaCha8Rng, batch: usize, d: usize, k: us
             }
         }
         if dtype == DType::F64 {
-            let first = k < DOC_CASES;
+            let first = k < REFERENCE_CASES;
             directional(t, rng, &dv, &x, &g, &grads, &|| (at(), first));
         }
     }
@@ -276,7 +277,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_block_is_the_companion_module() {
+    fn the_block_is_the_tied_residual_module() {
         let text = include_str!("../../data/tied_residual.json");
         let module = crate::ir::json::from_str(text, crate::prim::builtins()).unwrap();
         assert_eq!(module, tied_block(2, 3, DType::F64));

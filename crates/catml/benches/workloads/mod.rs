@@ -1,6 +1,7 @@
-//! The workloads timed against the peers (peers/bench.py): 003's tied residual block and a
-//! 784-512-512-10 tanh MLP, in f32 and f64, as eval and as value-and-grad (L = sum of the
-//! outputs, so every seed is ones; gradients with respect to every input).
+//! The workloads timed against the peers (peers/bench.py): the tied residual block
+//! (docs/examples.md) and a 784-512-512-10 tanh MLP, in f32 and f64, as eval and as
+//! value-and-grad (L = sum of the outputs, so every seed is ones; gradients with respect to every
+//! input).
 //!
 //! Shared by `benches/ad.rs` (criterion) and `examples/peer_timings.rs` (JSON lines).
 

@@ -1,7 +1,8 @@
 //! Every built-in primitive, through both transforms: the adjoint identity
 //!   <u, J v> = <Jᵀ u, v>
-//! between the JVP program and the independently written VJP program (001 §1), on random points
-//! of the op's admissible domain, and a central difference of the JVP for the smooth ops.
+//! between the JVP program and the independently written VJP program (docs/derivatives.md), on
+//! random points of the op's admissible domain, and a central difference of the JVP for the
+//! smooth ops.
 
 use crate::common;
 
@@ -159,7 +160,7 @@ fn cases() -> Vec<Case> {
         case("linear 2D", &[&[2, 3], &[4, 3], &[4]], Any, |b, x| {
             b.linear(x[0], x[1], x[2])
         }),
-        // A declared response, not the derivative (003 Prop. 4.3): no difference check.
+        // A declared response, not the derivative (docs/derivatives.md): no difference check.
         case("stop_gradient", &[&[2, 3]], Any, |b, x| {
             b.stop_gradient(x[0])
         })

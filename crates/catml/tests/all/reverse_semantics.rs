@@ -1,7 +1,7 @@
-//! The reverse pass's bookkeeping (003 §4): contributions accumulate at repeated operands and
-//! repeated outputs, discarded inputs get the zero response, shared parameters add their
-//! per-use cotangents (Corollary 4.2), the transforms compose (the chain rule), and gradients
-//! group by the tags of the layers that read them.
+//! The reverse pass's bookkeeping (docs/reverse.md): contributions accumulate at repeated
+//! operands and repeated outputs, discarded inputs get the zero response, shared parameters add
+//! their per-use cotangents (sharing is the dual of copying), the transforms compose (the chain
+//! rule), and gradients group by the tags of the layers that read them.
 
 use crate::common;
 
@@ -85,7 +85,7 @@ fn untied(rows: usize, d: usize) -> Program {
 
 #[test]
 fn shared_parameter_sums_its_per_use_cotangents() {
-    // Tying W₁ = W₂ = W is the diagonal; its dual adds the two cotangents (Corollary 4.2).
+    // Tying W₁ = W₂ = W is the diagonal; its dual adds the two cotangents (docs/reverse.md).
     let (rows, d) = (3, 4);
     let untied = untied(rows, d);
     let tied = {
@@ -175,7 +175,8 @@ fn transforms_of_a_composite_are_the_composites_of_the_transforms() {
     );
 }
 
-/// 000's MLP: relu(linear_lin1(x)), then sigmoid(linear_lin2(h)); inputs x, W1, b1, W2, b2.
+/// The tiny MLP (docs/examples.md): relu(linear_lin1(x)), then sigmoid(linear_lin2(h)); inputs
+/// x, W1, b1, W2, b2.
 fn mlp(batch: usize, sizes: [usize; 3]) -> Program {
     let [n_in, n_hidden, n_out] = sizes;
     let mut b = Builder::new();

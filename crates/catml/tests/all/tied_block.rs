@@ -1,8 +1,8 @@
-//! 003 §6: the tied-weight residual block A = X W + b, H = tanh A, Y = X + H W + b, whose one W
-//! and one b are each used twice. For a seed G at Y the closed forms are
+//! The tied residual block (docs/examples.md): A = X W + b, H = tanh A, Y = X + H W + b, whose
+//! one W and one b are each used twice. For a seed G at Y the closed forms are
 //!   H̄ = G Wᵀ,  Ā = H̄ ⊙ (1 - H ⊙ H),  X̄ = G + Ā Wᵀ,  W̄ = Hᵀ G + Xᵀ Ā,  b̄ = Σ_r G + Σ_r Ā.
 //! The VJP program must agree with them to rounding, and with directional central differences
-//! (step 1e-6, tolerance 3e-7) as in the source run.
+//! (step 1e-6, tolerance 3e-7), the step and tolerance of its reference figures.
 
 use crate::common;
 
@@ -14,7 +14,7 @@ use catml::prim::{builtins, Ops};
 use catml::tensor::Tensor;
 use common::{f64t, max_abs, random, rng, value_and_grad, Mat, Rng};
 
-/// Rounding-level agreement with the closed forms (the source run saw 4.45e-16).
+/// Rounding-level agreement with the closed forms (the reference figure is 4.45e-16).
 const CLOSED_FORM_TOL: f64 = 1e-14;
 const FD_STEP: f64 = 1e-6;
 const FD_TOL: f64 = 3e-7;

@@ -138,7 +138,8 @@ fn a_wrong_vjp_rule_fails_the_adjoint_test() {
 
 #[test]
 fn consistent_but_wrong_rules_pass_the_pairing_and_fail_the_directional_check() {
-    // 001 §3: a pairing check alone is insufficient; the directional check catches it.
+    // A pairing check alone is insufficient (docs/derivatives.md): the directional check
+    // catches consistent but wrong rules.
     let r = smooth_with(tanh_with("tanh_wrong_both", wrong, wrong));
     assert!(r.failures > 0);
     assert!(r.max_errors["f64_adjoint_error"] <= 64.0 * f64::EPSILON / 2.0);

@@ -1,5 +1,5 @@
-//! Structural attention masks (001 §4): each query row attends to a fixed, nonempty set of keys,
-//! and normalisation runs over that set only; no infinite constants are involved.
+//! Structural attention masks (docs/architectures.md): each query row attends to a fixed, nonempty
+//! set of keys, and normalisation runs over that set only; no infinite constants are involved.
 //!
 //! Both masks CatML supports keep a prefix of the keys, so the allowed set of query row i in
 //! batch entry b is {0, .., end(b, i) - 1}:

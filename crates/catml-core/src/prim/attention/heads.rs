@@ -1,6 +1,6 @@
 //! Multi-head attention with affine projections, as a builder function over `linear` and `sdpa`
-//! (001 §4, item 6): for x_q (B, Tq, Dq) and x_kv (B, Tk, Dkv), with weights in `linear`'s
-//! (out, in) layout,
+//! (docs/architectures.md, attention): for x_q (B, Tq, Dq) and x_kv (B, Tk, Dkv), with weights in
+//! `linear`'s (out, in) layout,
 //!
 //! Q = x_q Wq^T + bq, K = x_kv Wk^T + bk, V = x_kv Wv^T + bv      (each (B, T, D), D = H d)
 //! Y_h = sdpa(Q_h, K_h, V_h)                                      (head h: columns h d .. (h+1) d)

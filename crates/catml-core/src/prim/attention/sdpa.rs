@@ -1,6 +1,7 @@
 //! sdpa {"causal", "key_lengths"}: scaled dot-product attention of every head at once,
-//! Q (B, H, Tq, d), K (B, H, Tk, d), V (B, H, Tk, dv) -> Y (B, H, Tq, dv), with (001 §4)
-//! S = d^{-1/2} Q K^T, P = masked_softmax(S) (rows normalised over their allowed keys), Y = P V.
+//! Q (B, H, Tq, d), K (B, H, Tk, d), V (B, H, Tk, dv) -> Y (B, H, Tq, dv), with
+//! S = d^{-1/2} Q K^T, P = masked_softmax(S) (rows normalised over their allowed keys), Y = P V
+//! (docs/architectures.md).
 //!
 //! The kernel runs one (batch, head) slice per task and never stores P. The rules recompute
 //! P = attention_probs(Q, K) (the residuals are Q, K, V, as in memory-efficient attention) and

@@ -1,5 +1,5 @@
-//! Convolution and its transposes in the core fragment (001 §4): gather the finite patches with
-//! a zero padding slice, reshape the weights, and contract with one matmul per group.
+//! Convolution and its transposes in the core fragment (docs/architectures.md): gather the finite
+//! patches with a zero padding slice, reshape the weights, and contract with one matmul per group.
 //!
 //! - conv:        y[n, o, p] = Σ_{c, k} P_x[n, c, p, k] · w[o, c, k]                 (+ b[o])
 //! - input grad:  x̄[n, c, i] = Σ_{o, k} P_u[n, o, i, k] · w[o, c, k], where P_u reads u at

@@ -1,5 +1,5 @@
 //! matmul: rank-2 A B, optionally reading either operand transposed (`transpose_a`,
-//! `transpose_b`; both absent in the documents' core form). Pullback (u B^T, A^T u).
+//! `transpose_b`; both absent in the core fragment's plain form). Pullback (u B^T, A^T u).
 
 use std::sync::Arc;
 

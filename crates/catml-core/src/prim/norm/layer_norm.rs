@@ -1,5 +1,5 @@
 //! layer_norm {"axes", "eps", "affine"}: mean-variance normalisation over the chosen axes with
-//! a fixed eps > 0 (001 §4): for each slice of m = prod of the axes' sizes,
+//! a fixed eps > 0 (docs/architectures.md): for each slice of m = prod of the axes' sizes,
 //! mu = m^-1 sum x, c = x - mu, v = m^-1 sum c^2, x̂ = c (v + eps)^-1/2,
 //! then with `affine` (operands gamma, beta of the axes' sizes, in axis order) y = gamma x̂ + beta.
 //!

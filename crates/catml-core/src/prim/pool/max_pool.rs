@@ -2,11 +2,11 @@
 //! Padding never wins (it is not a value), and each side's padding must be smaller than the
 //! kernel so that every window holds input.
 //!
-//! Derivative, a labelled convention (001 §5): where a window's maximum is attained once, the
-//! derivative is exact: the tangent and the cotangent follow that element. Where it is attained
-//! more than once (a tie), the whole derivative goes to the FIRST maximal element in row-major
-//! window order (smallest row, then smallest column); the others get zero. Evaluations report
-//! how many windows tied (`convention_points`).
+//! Derivative, a labelled convention (docs/derivatives.md): where a window's maximum is attained
+//! once, the derivative is exact: the tangent and the cotangent follow that element. Where it is
+//! attained more than once (a tie), the whole derivative goes to the FIRST maximal element in
+//! row-major window order (smallest row, then smallest column); the others get zero. Evaluations
+//! report how many windows tied (`convention_points`).
 //!
 //! The rules emit two helper primitives, linear in their second operand and constant in the
 //! first (whose derivative is zero by the same convention):

@@ -1,5 +1,5 @@
-//! Fixed-T recurrences (001 §4, item 4), unrolled by builder functions: T steps that all read
-//! the same weight values (one input slot per shared parameter, so reverse mode accumulates
+//! Fixed-T recurrences (docs/architectures.md), unrolled by builder functions: T steps that all
+//! read the same weight values (one input slot per shared parameter, so reverse mode accumulates
 //! their gradients) from a differentiable initial state h0.
 //!
 //! Elman (tanh) cell:  h_t = tanh(W_ih x_t + b + W_hh h_{t-1}).

@@ -1,5 +1,6 @@
 //! gather {"axis", "indices"} selects fixed indices (repeats allowed); scatter_add {"axis",
-//! "indices", "size"} is its transpose: (G^T u)_k = sum over j with i_j = k of u_j (001 §2).
+//! "indices", "size"} is its transpose: (G^T u)_k = sum over j with i_j = k of u_j
+//! (docs/derivatives.md, structural maps).
 
 use std::sync::Arc;
 

@@ -1,4 +1,4 @@
-//! stop_gradient: the identity forward, with the declared zero response (003 Prop. 4.3).
+//! stop_gradient: the identity forward, with the declared zero response (docs/derivatives.md).
 
 use std::sync::Arc;
 

@@ -3,7 +3,8 @@
 //! take (table (V, D), indices i64 (...)) -> (..., D): y[n] = table[idx[n]]. It is linear in the
 //! table; the indices are integers and get no tangent or cotangent. Its transpose is
 //! scatter_rows {"rows": V} (u (..., D), indices (...)) -> (V, D): out[k] = sum_{n: idx[n] = k}
-//! u[n], the runtime-index form of 001 §2's (G^T u)_k = sum_{j: i_j = k} u_j.
+//! u[n], the runtime-index form of a gather's transpose (G^T u)_k = sum_{j: i_j = k} u_j
+//! (docs/derivatives.md).
 //!
 //! Lowering: with O = one_hot(idx) (N, V), take is O table and scatter_rows is O^T u.
 //! Indices outside 0..V are a domain error at evaluation.

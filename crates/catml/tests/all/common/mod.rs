@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 
 pub type Rng = ChaCha8Rng;
 
-/// The documents' deterministic seed (003 §6).
+/// The seed of the tied residual block's reference figures (docs/examples.md, seeds).
 pub const SEED: u64 = 20261012;
 
 pub fn rng(stream: u64) -> Rng {

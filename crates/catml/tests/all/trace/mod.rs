@@ -18,7 +18,7 @@ pub fn ty(dtype: DType, dims: &[usize]) -> TensorType {
     TensorType::new(dtype, dims.to_vec())
 }
 
-/// 000's model: linear(4) tag lin1, relu, linear(1) tag lin2, sigmoid.
+/// The tiny MLP (docs/examples.md): linear(4) tag lin1, relu, linear(1) tag lin2, sigmoid.
 pub fn mlp(x: &Value, rng: &mut ChaCha8Rng) -> Value {
     let h = linear(x, 4, rng, "lin1");
     let h = h.relu();

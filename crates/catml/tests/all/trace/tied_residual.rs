@@ -5,7 +5,8 @@ use catml::trace::{trace_named, TraceError, Value};
 
 use super::ty;
 
-/// 003's block: A = XW + b, H = tanh A, Y = X + HW + b, one W and one b each used twice.
+/// The tied residual block (docs/examples.md): A = XW + b, H = tanh A, Y = X + HW + b, one W
+/// and one b each used twice.
 fn tied_block(x: &Value, rng: &mut ChaCha8Rng) -> Result<Value, TraceError> {
     let t = x.ty()?;
     let (rows, d) = (t.dims()[0], t.dims()[1]);

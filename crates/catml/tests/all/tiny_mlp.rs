@@ -1,6 +1,6 @@
-//! The worked example of 000 ("Model becomes data"): a tiny MLP traced into four instructions,
-//! read by the shape interpreter without data, counted by the parameter fold, and checked for
-//! naturality: shape(eval(p, x)) == shape(p, shape(x)).
+//! The tiny MLP (docs/examples.md), a model become data: four instructions, read by the shape
+//! interpreter without data, counted by the parameter fold, and checked for naturality:
+//! shape(eval(p, x)) == shape(p, shape(x)).
 
 use std::sync::Arc;
 
