@@ -54,7 +54,7 @@ impl Gather {
 
 impl RingKernel for Gather {
     fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::gather(x[0], self.axis, &self.indices))
+        Ok(kernels::gather(x[0], self.axis, &self.indices)?)
     }
 }
 
@@ -154,7 +154,7 @@ impl RingKernel for ScatterAdd {
             self.axis,
             &self.indices,
             self.size,
-        ))
+        )?)
     }
 }
 
