@@ -139,7 +139,25 @@ fn module_and_inputs(
 fn options(allow_non_finite: bool) -> interp::EvalOptions {
     interp::EvalOptions {
         check_non_finite: !allow_non_finite,
+        ..interp::EvalOptions::default()
     }
+}
+
+/// An evaluation error in `module`, with the way past the memory budget when that stopped it.
+fn eval_failed(module: &std::path::Path, e: interp::EvalError) -> String {
+    format!("{}{}", in_file(module, &e), budget_hint(&e))
+}
+
+/// `; raise it with --max-memory` when `e` or an error behind it is the memory budget's refusal.
+pub fn budget_hint(e: &(dyn std::error::Error + 'static)) -> &'static str {
+    let mut at = Some(e);
+    while let Some(e) = at {
+        if let Some(interp::EvalError::OverBudget { .. }) = e.downcast_ref() {
+            return "; raise it with --max-memory";
+        }
+        at = e.source();
+    }
+    ""
 }
 
 fn to_text(v: &Value) -> String {
@@ -303,11 +321,13 @@ pub fn run(command: Command) -> Result<String> {
             params,
             pretty,
             allow_non_finite,
+            memory,
         } => {
+            catml::interp::set_memory_budget(memory.max_memory);
             let (p, named, names) = module_and_inputs(&module, &inputs, &params)?;
             let args = ordered_inputs(&p, &named, &inputs)?;
             let values = interp::eval_with_options(&p, &args, options(allow_non_finite))
-                .map_err(|e| in_file(&module, e))?;
+                .map_err(|e| eval_failed(&module, e))?;
             Ok(render(
                 &json!({ "outputs": outputs_json(&p, &values, names.as_deref()) }),
                 pretty,
@@ -320,7 +340,9 @@ pub fn run(command: Command) -> Result<String> {
             params,
             pretty,
             allow_non_finite,
+            memory,
         } => {
+            catml::interp::set_memory_budget(memory.max_memory);
             let (p, named, names) = module_and_inputs(&module, &inputs, &params)?;
             let mut args = ordered_inputs(&p, &named, &inputs)?;
             let seeds: Vec<Tensor> = match cotangents {
@@ -340,7 +362,7 @@ pub fn run(command: Command) -> Result<String> {
             let v = ad::vjp(&p).map_err(|e| in_file(&module, e))?;
             let (values, report) =
                 interp::eval_with_report_options(&v.program, &args, options(allow_non_finite))
-                    .map_err(|e| in_file(&module, e))?;
+                    .map_err(|e| eval_failed(&module, e))?;
             let mut gradients = serde_json::Map::new();
             let mut grads = Vec::new();
             for g in &v.layout.gradients {
@@ -376,7 +398,9 @@ pub fn run(command: Command) -> Result<String> {
             params,
             pretty,
             allow_non_finite,
+            memory,
         } => {
+            catml::interp::set_memory_budget(memory.max_memory);
             let (p, named, names) = module_and_inputs(&module, &inputs, &params)?;
             let mut args = ordered_inputs(&p, &named, &inputs)?;
             let tangent_map = read_tensor_map(&tangents)?;
@@ -425,7 +449,7 @@ pub fn run(command: Command) -> Result<String> {
                 args.push(t);
             }
             let values = interp::eval_with_options(&j.program, &args, options(allow_non_finite))
-                .map_err(|e| in_file(&module, e))?;
+                .map_err(|e| eval_failed(&module, e))?;
             let (primal, tangent) = (j.layout.primal_outputs(&values), j.layout.tangents(&values));
             Ok(render(
                 &json!({
@@ -439,7 +463,11 @@ pub fn run(command: Command) -> Result<String> {
             spec,
             resume,
             quiet,
-        } => crate::train::run(&spec, resume, quiet),
+            memory,
+        } => {
+            catml::interp::set_memory_budget(memory.max_memory);
+            crate::train::run(&spec, resume, quiet)
+        }
         Command::Verify {
             seed,
             quick,

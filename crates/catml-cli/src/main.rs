@@ -45,6 +45,19 @@ pub struct ParamArgs {
     arrow: Option<String>,
 }
 
+/// The memory budget, for the commands that evaluate.
+#[derive(Args, Debug, Clone, Copy, Default)]
+pub struct MemoryArgs {
+    /// Refuse to run a program whose planned peak of live values exceeds SIZE (e.g. 512M, 8G,
+    /// 1.5GiB; powers of 1024). Default: 80% of the memory available
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    max_memory: Option<u64>,
+}
+
+fn parse_size(text: &str) -> Result<u64, String> {
+    catml::interp::parse_bytes(text).map_err(|e| e.to_string())
+}
+
 /// The module argument's help, shared by every command.
 const MODULE_HELP: &str =
     "The module: LensIR JSON (.json), a CatML listing (.catml, or any file starting `program(`), or an ONNX model (.onnx)";
@@ -113,6 +126,8 @@ enum Command {
         /// Let NaN and infinities flow through the evaluation instead of stopping at them
         #[arg(long)]
         allow_non_finite: bool,
+        #[command(flatten)]
+        memory: MemoryArgs,
     },
     /// Outputs and the gradient of every input (reverse mode)
     Grad {
@@ -132,6 +147,8 @@ enum Command {
         /// Let NaN and infinities flow through the evaluation instead of stopping at them
         #[arg(long)]
         allow_non_finite: bool,
+        #[command(flatten)]
+        memory: MemoryArgs,
     },
     /// Graphviz DOT of a module (with --grad, its reverse-mode program beside it)
     Dot {
@@ -159,6 +176,8 @@ enum Command {
         /// Let NaN and infinities flow through the evaluation instead of stopping at them
         #[arg(long)]
         allow_non_finite: bool,
+        #[command(flatten)]
+        memory: MemoryArgs,
     },
     /// Train a diagram of modules described by a TOML spec; prints the last epoch's metrics
     Train {
@@ -171,6 +190,8 @@ enum Command {
         /// No progress (bar on a terminal, one line per epoch otherwise) and no list of outputs
         #[arg(long)]
         quiet: bool,
+        #[command(flatten)]
+        memory: MemoryArgs,
     },
     /// The registered primitives: attributes, domain, derivative rule, exact eval
     Ops {

@@ -17,7 +17,8 @@ pub fn run(spec: &Path, resume: bool, quiet: bool) -> Result<String, String> {
     if crate::mpi_train::launched_by_mpirun() {
         return crate::mpi_train::run(spec, options);
     }
-    let (last, outputs) = run_spec_with_outputs(spec, options).map_err(|e| e.to_string())?;
+    let (last, outputs) = run_spec_with_outputs(spec, options)
+        .map_err(|e| format!("{e}{}", crate::commands::budget_hint(&e)))?;
     if !quiet {
         report_outputs(&outputs);
     }

@@ -150,6 +150,7 @@ fn run_case(dir: &Path) -> Outcome {
             &args,
             EvalOptions {
                 check_non_finite: false,
+                ..EvalOptions::default()
             },
         ) {
             Ok(v) => v,

@@ -4,6 +4,7 @@ mod ad_cli;
 mod commands;
 mod dot;
 mod export_cli;
+mod memory_cli;
 #[cfg(feature = "mpi")]
 mod mpi_runs;
 #[cfg(feature = "mpi")]

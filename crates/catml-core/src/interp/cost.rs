@@ -9,7 +9,10 @@ pub struct Cost {
     /// Bytes read by nodes (operands) and written (results).
     pub bytes_read: u64,
     pub bytes_written: u64,
-    /// Largest total size of live values while evaluating in order, freeing after last use.
+    /// Largest total size of live values while evaluating in order: every input (held by the
+    /// caller throughout) plus the node results not yet past their last reader
+    /// ([`EvalPlan::peak`](super::EvalPlan::peak), which evaluation checks against the
+    /// memory budget).
     pub peak_live_bytes: u64,
     pub flops_by_op: BTreeMap<String, u64>,
 }
@@ -24,33 +27,14 @@ pub fn cost(p: &Program) -> Cost {
         flops_by_op: BTreeMap::new(),
     };
     let bytes = |v: crate::ir::Var| p.ty(v).bytes() as u64;
-    let mut last = p.last_uses();
-    for &o in p.outputs() {
-        last[o.index()] = None;
-    }
-    let mut live: u64 = (0..p.n_inputs()).map(|i| bytes(p.input_var(i))).sum();
-    c.peak_live_bytes = live;
-    for (i, n) in p.nodes().iter().enumerate() {
+    c.peak_live_bytes = super::plan::peak_of(p, &super::plan::dying(p)).bytes;
+    for n in p.nodes() {
         let in_types: Vec<_> = n.operands.iter().map(|&o| p.ty(o).clone()).collect();
         let f = n.prim.flops(&in_types, &n.ty);
         c.flops += f;
         *c.flops_by_op.entry(n.prim.name().to_string()).or_default() += f;
         c.bytes_read += n.operands.iter().map(|&o| bytes(o)).sum::<u64>();
-        let out = n.ty.bytes() as u64;
-        c.bytes_written += out;
-        live += out;
-        c.peak_live_bytes = c.peak_live_bytes.max(live);
-        let mut freed: Vec<usize> = n
-            .operands
-            .iter()
-            .map(|o| o.index())
-            .filter(|&v| last[v] == Some(i))
-            .collect();
-        freed.sort_unstable();
-        freed.dedup();
-        for v in freed {
-            live -= p.ty(crate::ir::Var(v as u32)).bytes() as u64;
-        }
+        c.bytes_written += n.ty.bytes() as u64;
     }
     c
 }

@@ -1,5 +1,7 @@
 use std::collections::BTreeMap;
 
+use super::budget::Bytes;
+use super::plan::EvalPlan;
 use crate::ir::{KernelError, Program};
 use crate::tensor::{Tensor, TensorType};
 
@@ -29,6 +31,22 @@ pub enum EvalError {
         bytes: u64,
         limit: u64,
     },
+    #[error(
+        "program needs {} at its peak ({}), over the memory budget of {}",
+        Bytes(*needed),
+        peak_place(node),
+        Bytes(*budget)
+    )]
+    OverBudget {
+        /// The plan's peak of live bytes.
+        needed: u64,
+        budget: u64,
+        /// Where the peak is reached: index, name and primitive of the node (`None`: the
+        /// inputs alone).
+        node: Option<(usize, String, String)>,
+    },
+    #[error("evaluation was given a plan made for another program")]
+    ForeignPlan,
     #[error("node {index} `{name}` ({op}): {source}")]
     Kernel {
         index: usize,
@@ -44,6 +62,13 @@ pub enum EvalError {
         count: usize,
         first: usize,
     },
+}
+
+fn peak_place(node: &Option<(usize, String, String)>) -> String {
+    match node {
+        Some((index, name, op)) => format!("node {index} `{name}`, {op}"),
+        None => "its inputs".to_string(),
+    }
 }
 
 /// A node where a labelled convention decided the derivative, made observable
@@ -89,55 +114,50 @@ fn check_inputs(p: &Program, inputs: &[Tensor]) -> Result<(), EvalError> {
 /// to terabytes; refuse it before allocating rather than abort).
 pub const MAX_VALUE_BYTES: u64 = 1 << 34;
 
-fn check_sizes(p: &Program) -> Result<(), EvalError> {
-    for (i, node) in p.nodes().iter().enumerate() {
-        let bytes = node.ty.bytes() as u64;
-        if bytes > MAX_VALUE_BYTES {
-            return Err(EvalError::TooLarge {
-                index: i,
-                name: node.name.clone(),
-                op: node.prim.name().to_string(),
-                bytes,
-                limit: MAX_VALUE_BYTES,
-            });
-        }
-    }
-    Ok(())
-}
-
 /// How an evaluation treats what it computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EvalOptions {
     /// Reject any node that produces a NaN or an infinity (the default). Off, non-finite values
     /// flow on as IEEE arithmetic makes them (formats such as ONNX rely on that).
     pub check_non_finite: bool,
+    /// The memory budget in bytes for this evaluation; `None`: the process's
+    /// ([`memory_budget`](super::memory_budget)). A program whose planned peak exceeds it is
+    /// refused before anything is allocated.
+    pub memory_budget: Option<u64>,
 }
 
 impl Default for EvalOptions {
     fn default() -> EvalOptions {
         EvalOptions {
             check_non_finite: true,
+            memory_budget: None,
         }
     }
 }
 
 fn run(
     p: &Program,
+    plan: Option<&EvalPlan>,
     inputs: &[Tensor],
     mut report: Option<&mut EvalReport>,
     options: EvalOptions,
 ) -> Result<Vec<Tensor>, EvalError> {
     check_inputs(p, inputs)?;
-    check_sizes(p)?;
+    let made;
+    let plan = match plan {
+        Some(plan) if plan.fits(p) => plan,
+        Some(_) => return Err(EvalError::ForeignPlan),
+        None => {
+            made = EvalPlan::new(p)?;
+            &made
+        }
+    };
+    plan.check_budget(p, options.memory_budget)?;
+    let last = &plan.last;
     let n_in = p.n_inputs();
     let mut env: Vec<Option<Tensor>> = Vec::with_capacity(p.n_vars());
     env.extend(inputs.iter().cloned().map(Some));
     env.resize(p.n_vars(), None);
-    // A value dies at its last reader, unless it is an output.
-    let mut last = p.last_uses();
-    for &o in p.outputs() {
-        last[o.index()] = None;
-    }
     for (i, node) in p.nodes().iter().enumerate() {
         // Operands that die here are moved to the kernel, which may then reuse their buffers;
         // a repeated operand is moved only at its last occurrence.
@@ -152,9 +172,10 @@ fn run(
                 } else {
                     slot.clone()
                 };
-                value.expect("operands are live until their last use")
+                // Only a plan of another program with the same counts can free a value early.
+                value.ok_or(EvalError::ForeignPlan)
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         if let Some(r) = report.as_deref_mut() {
             let refs: Vec<&Tensor> = args.iter().collect();
             let elements = node.prim.convention_points(&refs);
@@ -213,15 +234,38 @@ fn run(
             }
         }
     }
-    Ok(p.outputs()
+    p.outputs()
         .iter()
-        .map(|o| env[o.index()].clone().expect("outputs are kept"))
-        .collect())
+        .map(|o| env[o.index()].clone().ok_or(EvalError::ForeignPlan))
+        .collect()
 }
 
 /// Evaluates a program on inputs given in declaration order; one tensor per output occurrence.
 pub fn eval(p: &Program, inputs: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {
-    run(p, inputs, None, EvalOptions::default())
+    run(p, None, inputs, None, EvalOptions::default())
+}
+
+/// `eval` with a plan made once by [`EvalPlan::new`] for `p` (a plan of another program is
+/// refused), for programs evaluated many times.
+pub fn eval_planned(
+    p: &Program,
+    plan: &EvalPlan,
+    inputs: &[Tensor],
+    options: EvalOptions,
+) -> Result<Vec<Tensor>, EvalError> {
+    run(p, Some(plan), inputs, None, options)
+}
+
+/// `eval_with_report_options` with a plan made once for `p`.
+pub fn eval_planned_with_report(
+    p: &Program,
+    plan: &EvalPlan,
+    inputs: &[Tensor],
+    options: EvalOptions,
+) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
+    let mut report = EvalReport::default();
+    let out = run(p, Some(plan), inputs, Some(&mut report), options)?;
+    Ok((out, report))
 }
 
 /// `eval` with explicit options.
@@ -230,7 +274,7 @@ pub fn eval_with_options(
     inputs: &[Tensor],
     options: EvalOptions,
 ) -> Result<Vec<Tensor>, EvalError> {
-    run(p, inputs, None, options)
+    run(p, None, inputs, None, options)
 }
 
 /// Evaluates and reports where labelled conventions decided a derivative.
@@ -239,7 +283,7 @@ pub fn eval_with_report(
     inputs: &[Tensor],
 ) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
     let mut report = EvalReport::default();
-    let out = run(p, inputs, Some(&mut report), EvalOptions::default())?;
+    let out = run(p, None, inputs, Some(&mut report), EvalOptions::default())?;
     Ok((out, report))
 }
 
@@ -250,7 +294,7 @@ pub fn eval_with_report_options(
     options: EvalOptions,
 ) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
     let mut report = EvalReport::default();
-    let out = run(p, inputs, Some(&mut report), options)?;
+    let out = run(p, None, inputs, Some(&mut report), options)?;
     Ok((out, report))
 }
 

@@ -4,20 +4,30 @@
 //! - [`shape`]: types only, no data allocated (the shape functor);
 //! - [`params`]: parameter counts, in total and by tag;
 //! - [`cost`]: flops, bytes moved and peak live bytes;
+//! - [`EvalPlan`]: what eval works out once per program (when values die, the peak of live
+//!   bytes, checked against the [memory budget](set_memory_budget) before anything is
+//!   allocated);
 //! - `rational`: exact values over arbitrary-precision rationals.
 
+mod budget;
 mod cost;
 mod eval;
 mod params;
+mod plan;
 mod rational;
 mod shape;
 
+pub use budget::{
+    default_memory_budget, memory_budget, parse_bytes, set_memory_budget, Bytes, SizeError,
+    DEFAULT_FRACTION, FALLBACK_BUDGET,
+};
 pub use cost::{cost, Cost};
 pub use eval::{
-    eval, eval_named, eval_with_options, eval_with_report, eval_with_report_options,
-    order_inputs as order_inputs_named, ConventionHit, EvalError, EvalOptions, EvalReport,
-    MAX_VALUE_BYTES,
+    eval, eval_named, eval_planned, eval_planned_with_report, eval_with_options, eval_with_report,
+    eval_with_report_options, order_inputs as order_inputs_named, ConventionHit, EvalError,
+    EvalOptions, EvalReport, MAX_VALUE_BYTES,
 };
 pub use params::{params, ParamCount, ParamInfo};
+pub use plan::{EvalPlan, Peak};
 pub use rational::{eval_rational, RationalError};
 pub use shape::{shape, ShapeError};

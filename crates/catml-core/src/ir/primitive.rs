@@ -85,7 +85,8 @@ impl TypeError {
     }
 }
 
-/// A kernel refused its inputs: outside the admissible domain, or an unsupported dtype.
+/// A kernel refused its inputs (outside the admissible domain, an unsupported dtype) or could
+/// not allocate its result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum KernelError {
@@ -93,6 +94,8 @@ pub enum KernelError {
     Domain(String),
     #[error("{0}")]
     Unsupported(String),
+    #[error(transparent)]
+    Alloc(#[from] crate::tensor::alloc::AllocError),
 }
 
 /// A derivative rule could not be emitted.

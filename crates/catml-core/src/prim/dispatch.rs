@@ -144,14 +144,21 @@ pub trait FloatMapInPlace: Sync {
     fn apply_all<T: Float>(&self, buf: &mut [T]);
 }
 
-fn zip_arrays<T: Float, K: FloatZip>(k: &K, mut a: Array<T>, mut b: Array<T>) -> Array<T> {
+/// `Err` gives the operands back when a new buffer cannot be had (the caller's fallback then
+/// reports the allocation failure).
+#[allow(clippy::type_complexity)]
+fn zip_arrays<T: Float, K: FloatZip>(
+    k: &K,
+    mut a: Array<T>,
+    mut b: Array<T>,
+) -> Result<Array<T>, (Array<T>, Array<T>)> {
     if let Some(d) = a.unique_data_mut() {
         kernels::for_each_piece_with(d, b.data(), |d, b| {
             for (x, &y) in d.iter_mut().zip(b) {
                 *x = k.apply(*x, y);
             }
         });
-        return a;
+        return Ok(a);
     }
     if let Some(d) = b.unique_data_mut() {
         kernels::for_each_piece_with(d, a.data(), |d, a| {
@@ -159,10 +166,12 @@ fn zip_arrays<T: Float, K: FloatZip>(k: &K, mut a: Array<T>, mut b: Array<T>) ->
                 *y = k.apply(x, *y);
             }
         });
-        return b;
+        return Ok(b);
     }
     let n = a.len();
-    let mut out = Vec::with_capacity(n);
+    let Ok(mut out) = crate::tensor::alloc::with_capacity(n) else {
+        return Err((a, b));
+    };
     kernels::for_each_piece_at(&mut out.spare_capacity_mut()[..n], |d, at| {
         let (a, b) = (&a.data()[at..at + d.len()], &b.data()[at..at + d.len()]);
         for ((o, &x), &y) in d.iter_mut().zip(a).zip(b) {
@@ -171,35 +180,49 @@ fn zip_arrays<T: Float, K: FloatZip>(k: &K, mut a: Array<T>, mut b: Array<T>) ->
     });
     // SAFETY: the pieces cover all n elements, and each was written.
     unsafe { out.set_len(n) };
-    Array::new(a.shape().clone(), out).expect("same length")
+    Ok(Array::new(a.shape().clone(), out).expect("same length"))
 }
 
 /// `k` elementwise on two float operands of one type, written into the buffer of whichever
 /// operand is held only here, else into a new one; `Err` gives the operands back when they are
-/// not two floats of one dtype.
+/// not two floats of one dtype, or when no new buffer can be had.
 pub fn zip_in_place<K: FloatZip>(k: &K, x: Vec<Tensor>) -> Result<Tensor, Vec<Tensor>> {
+    fn back<T>((a, b): (Array<T>, Array<T>)) -> Vec<Tensor>
+    where
+        Tensor: From<Array<T>>,
+    {
+        vec![a.into(), b.into()]
+    }
     let mut it = x.into_iter();
     match (it.next(), it.next(), it.next()) {
-        (Some(Tensor::F32(a)), Some(Tensor::F32(b)), None) => Ok(Tensor::F32(zip_arrays(k, a, b))),
-        (Some(Tensor::F64(a)), Some(Tensor::F64(b)), None) => Ok(Tensor::F64(zip_arrays(k, a, b))),
+        (Some(Tensor::F32(a)), Some(Tensor::F32(b)), None) => {
+            zip_arrays(k, a, b).map(Tensor::F32).map_err(back)
+        }
+        (Some(Tensor::F64(a)), Some(Tensor::F64(b)), None) => {
+            zip_arrays(k, a, b).map(Tensor::F64).map_err(back)
+        }
         (a, b, c) => Err([a, b, c].into_iter().flatten().collect()),
     }
 }
 
-/// `k` on a float operand, in its own buffer when it is held only here, else in a copy.
+/// `k` on a float operand, in its own buffer when it is held only here, else in a copy; `Err`
+/// gives the operand back when it is not a float, or when no copy can be had.
 pub fn map_in_place<K: FloatMapInPlace>(k: &K, x: Vec<Tensor>) -> Result<Tensor, Vec<Tensor>> {
-    fn run<T: Float, K: FloatMapInPlace>(k: &K, mut a: Array<T>) -> Array<T> {
+    fn run<T: Float, K: FloatMapInPlace>(k: &K, mut a: Array<T>) -> Result<Array<T>, Array<T>> {
         if a.unique_data_mut().is_none() {
-            a = Array::new(a.shape().clone(), a.data().to_vec()).expect("same length");
+            let Ok(copy) = crate::tensor::alloc::collect(a.data().iter().copied()) else {
+                return Err(a);
+            };
+            a = Array::new(a.shape().clone(), copy).expect("same length");
         }
         let d = a.unique_data_mut().expect("a fresh buffer is unique");
         kernels::for_each_piece(d, |d| k.apply_all(d));
-        a
+        Ok(a)
     }
     let mut x = x;
     match (x.pop(), x.is_empty()) {
-        (Some(Tensor::F32(a)), true) => Ok(Tensor::F32(run(k, a))),
-        (Some(Tensor::F64(a)), true) => Ok(Tensor::F64(run(k, a))),
+        (Some(Tensor::F32(a)), true) => run(k, a).map(Tensor::F32).map_err(|a| vec![a.into()]),
+        (Some(Tensor::F64(a)), true) => run(k, a).map(Tensor::F64).map_err(|a| vec![a.into()]),
         (last, _) => {
             x.extend(last);
             Err(x)

@@ -1,6 +1,7 @@
 //! Kernels, generic over the element type where the operation is a ring or index operation, so
 //! f32, f64, i64 and exact rationals share one implementation; GEMM goes to the `gemm` crate.
 
+use super::alloc::{self, AllocError};
 use super::{Array, Element, Float, Shape};
 
 /// Elementwise passes over at least this many elements are split across the thread pool (the
@@ -55,32 +56,32 @@ pub fn zip_with<T: Element, U: Element>(
     a: &Array<T>,
     b: &Array<T>,
     f: impl Fn(T, T) -> U,
-) -> Array<U> {
+) -> Result<Array<U>, AllocError> {
     debug_assert_eq!(a.shape(), b.shape());
-    let data = a
-        .data()
-        .iter()
-        .zip(b.data())
-        .map(|(x, y)| f(x.clone(), y.clone()))
-        .collect();
-    Array::from_parts(a.shape().clone(), data)
+    let data = alloc::collect(
+        a.data()
+            .iter()
+            .zip(b.data())
+            .map(|(x, y)| f(x.clone(), y.clone())),
+    )?;
+    Ok(Array::from_parts(a.shape().clone(), data))
 }
 
 /// Elementwise f(a) for copyable elements (the loop the compiler vectorises).
-pub fn map_copy<T: Float>(a: &Array<T>, f: impl Fn(T) -> T) -> Array<T> {
-    Array::from_parts(a.shape().clone(), a.data().iter().map(|&x| f(x)).collect())
+pub fn map_copy<T: Float>(a: &Array<T>, f: impl Fn(T) -> T) -> Result<Array<T>, AllocError> {
+    let data = alloc::collect(a.data().iter().map(|&x| f(x)))?;
+    Ok(Array::from_parts(a.shape().clone(), data))
 }
 
 /// Elementwise f(a, b) for copyable elements.
-pub fn zip_copy<T: Float>(a: &Array<T>, b: &Array<T>, f: impl Fn(T, T) -> T) -> Array<T> {
+pub fn zip_copy<T: Float>(
+    a: &Array<T>,
+    b: &Array<T>,
+    f: impl Fn(T, T) -> T,
+) -> Result<Array<T>, AllocError> {
     debug_assert_eq!(a.shape(), b.shape());
-    let data = a
-        .data()
-        .iter()
-        .zip(b.data())
-        .map(|(&x, &y)| f(x, y))
-        .collect();
-    Array::from_parts(a.shape().clone(), data)
+    let data = alloc::collect(a.data().iter().zip(b.data()).map(|(&x, &y)| f(x, y)))?;
+    Ok(Array::from_parts(a.shape().clone(), data))
 }
 
 /// Merges adjacent dimensions that both stride vectors traverse as one run (and drops unit
@@ -141,9 +142,13 @@ fn for_each_row(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut(us
 
 /// Copies `src` into a new array of shape `dims`, reading element `sum_i idx_i * strides[i]`
 /// (a stride of 0 repeats: broadcasting; permuted strides transpose).
-pub fn strided_copy<T: Element>(src: &[T], dims: &[usize], strides: &[usize]) -> Vec<T> {
+pub fn strided_copy<T: Element>(
+    src: &[T],
+    dims: &[usize],
+    strides: &[usize],
+) -> Result<Vec<T>, AllocError> {
     let n: usize = dims.iter().product();
-    let mut out = Vec::with_capacity(n);
+    let mut out = alloc::with_capacity(n)?;
     let unit = Shape::new(dims.to_vec()).strides();
     let (d, s, _) = coalesce(dims, strides, &unit);
     let (inner, step) = (d[d.len() - 1], s[s.len() - 1]);
@@ -152,22 +157,24 @@ pub fn strided_copy<T: Element>(src: &[T], dims: &[usize], strides: &[usize]) ->
         0 => out.extend(std::iter::repeat_n(src[o].clone(), inner)),
         _ => out.extend((0..inner).map(|i| src[o + i * step].clone())),
     });
-    out
+    Ok(out)
 }
 
 /// Axis permutation: result dim i is operand dim `perm[i]`.
-pub fn permute<T: Element>(a: &Array<T>, perm: &[usize]) -> Array<T> {
+pub fn permute<T: Element>(a: &Array<T>, perm: &[usize]) -> Result<Array<T>, AllocError> {
     let src_strides = a.shape().strides();
     let dims: Vec<usize> = perm.iter().map(|&p| a.dims()[p]).collect();
     let strides: Vec<usize> = perm.iter().map(|&p| src_strides[p]).collect();
-    Array::from_parts(
-        Shape::new(dims.clone()),
-        strided_copy(a.data(), &dims, &strides),
-    )
+    let data = strided_copy(a.data(), &dims, &strides)?;
+    Ok(Array::from_parts(Shape::new(dims), data))
 }
 
 /// broadcast_in_dim: operand dim i goes to result dim `dims[i]` (sizes equal or 1).
-pub fn broadcast<T: Element>(a: &Array<T>, shape: &Shape, dims_map: &[usize]) -> Array<T> {
+pub fn broadcast<T: Element>(
+    a: &Array<T>,
+    shape: &Shape,
+    dims_map: &[usize],
+) -> Result<Array<T>, AllocError> {
     let src_strides = a.shape().strides();
     let mut strides = vec![0usize; shape.rank()];
     for (i, &d) in dims_map.iter().enumerate() {
@@ -175,14 +182,12 @@ pub fn broadcast<T: Element>(a: &Array<T>, shape: &Shape, dims_map: &[usize]) ->
             strides[d] = src_strides[i];
         }
     }
-    Array::from_parts(
-        shape.clone(),
-        strided_copy(a.data(), shape.dims(), &strides),
-    )
+    let data = strided_copy(a.data(), shape.dims(), &strides)?;
+    Ok(Array::from_parts(shape.clone(), data))
 }
 
 /// Sum over the given (sorted, distinct) axes, which are removed from the shape.
-pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
+pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Result<Array<T>, AllocError> {
     let dims = a.dims();
     let out_dims: Vec<usize> = (0..dims.len())
         .filter(|i| !axes.contains(i))
@@ -199,7 +204,7 @@ pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
             k += 1;
         }
     }
-    let mut out = vec![T::zero(); out_shape.numel()];
+    let mut out = alloc::filled(out_shape.numel(), T::zero())?;
     let unit = a.shape().strides();
     let src = a.data();
     // After coalescing, each row is a contiguous input run that either sums into one output
@@ -217,7 +222,7 @@ pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Array<T> {
             }
         }
     });
-    Array::from_parts(out_shape, out)
+    Ok(Array::from_parts(out_shape, out))
 }
 
 /// init + Σ run. Runs of 16 or more go through 8 interleaved partial sums combined pairwise:
@@ -262,9 +267,13 @@ fn runs(indices: &[usize]) -> Vec<(usize, usize, usize)> {
 }
 
 /// Selects `indices` along `axis` (repeats allowed).
-pub fn gather<T: Element>(a: &Array<T>, axis: usize, indices: &[usize]) -> Array<T> {
+pub fn gather<T: Element>(
+    a: &Array<T>,
+    axis: usize,
+    indices: &[usize],
+) -> Result<Array<T>, AllocError> {
     let (outer, len, inner) = split_at_axis(a.dims(), axis);
-    let mut out = Vec::with_capacity(outer * indices.len() * inner);
+    let mut out = alloc::with_capacity(outer * indices.len() * inner)?;
     let src = a.data();
     let runs = runs(indices);
     for o in 0..outer {
@@ -275,7 +284,7 @@ pub fn gather<T: Element>(a: &Array<T>, axis: usize, indices: &[usize]) -> Array
     }
     let mut dims = a.dims().to_vec();
     dims[axis] = indices.len();
-    Array::from_parts(Shape::new(dims), out)
+    Ok(Array::from_parts(Shape::new(dims), out))
 }
 
 /// The transpose of `gather`: `out[.., k, ..]` = sum over j with `indices[j] = k` of `a[.., j, ..]`.
@@ -284,10 +293,10 @@ pub fn scatter_add<T: Element>(
     axis: usize,
     indices: &[usize],
     size: usize,
-) -> Array<T> {
+) -> Result<Array<T>, AllocError> {
     let (outer, len, inner) = split_at_axis(a.dims(), axis);
     debug_assert_eq!(len, indices.len());
-    let mut out = vec![T::zero(); outer * size * inner];
+    let mut out = alloc::filled(outer * size * inner, T::zero())?;
     let src = a.data();
     let runs = runs(indices);
     for o in 0..outer {
@@ -301,15 +310,15 @@ pub fn scatter_add<T: Element>(
     }
     let mut dims = a.dims().to_vec();
     dims[axis] = size;
-    Array::from_parts(Shape::new(dims), out)
+    Ok(Array::from_parts(Shape::new(dims), out))
 }
 
 /// Concatenation along `axis`.
-pub fn concat<T: Element>(parts: &[&Array<T>], axis: usize) -> Array<T> {
+pub fn concat<T: Element>(parts: &[&Array<T>], axis: usize) -> Result<Array<T>, AllocError> {
     let mut dims = parts[0].dims().to_vec();
     dims[axis] = parts.iter().map(|p| p.dims()[axis]).sum();
     let (outer, _, _) = split_at_axis(&dims, axis);
-    let mut out = Vec::with_capacity(dims.iter().product());
+    let mut out = alloc::with_capacity(dims.iter().product())?;
     for o in 0..outer {
         for p in parts {
             let (_, len, inner) = split_at_axis(p.dims(), axis);
@@ -317,7 +326,7 @@ pub fn concat<T: Element>(parts: &[&Array<T>], axis: usize) -> Array<T> {
             out.extend_from_slice(&p.data()[o * chunk..(o + 1) * chunk]);
         }
     }
-    Array::from_parts(Shape::new(dims), out)
+    Ok(Array::from_parts(Shape::new(dims), out))
 }
 
 /// A matrix operand: a buffer read as (rows, cols), possibly transposed in place.
@@ -455,9 +464,9 @@ unsafe fn gemm_raw<T: Float>(
 }
 
 /// C = A B for floats.
-pub fn gemm<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Vec<T> {
+pub fn gemm<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Vec<T>, AllocError> {
     let len = a.rows * b.cols;
-    let mut c = Vec::with_capacity(len);
+    let mut c = alloc::with_capacity(len)?;
     // SAFETY: the buffer has room for m * n elements, and without `accumulate` every one of
     // them is written and none is read.
     unsafe {
@@ -470,13 +479,16 @@ pub fn gemm<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Vec<T> {
         );
         c.set_len(len);
     }
-    c
+    Ok(c)
 }
 
 /// C = A B for any ring (used by exact rationals; floats go to `gemm`).
-pub fn matmul_generic<T: Element>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Vec<T> {
+pub fn matmul_generic<T: Element>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+) -> Result<Vec<T>, AllocError> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    let mut c = Vec::with_capacity(m * n);
+    let mut c = alloc::with_capacity(m * n)?;
     for i in 0..m {
         for j in 0..n {
             let mut acc = T::zero();
@@ -486,7 +498,7 @@ pub fn matmul_generic<T: Element>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Vec<T> 
             c.push(acc);
         }
     }
-    c
+    Ok(c)
 }
 
 #[cfg(test)]
@@ -500,7 +512,7 @@ mod tests {
     #[test]
     fn permute_transposes() {
         let a = arr(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
-        let t = permute(&a, &[1, 0]);
+        let t = permute(&a, &[1, 0]).unwrap();
         assert_eq!(t.dims(), &[3, 2]);
         assert_eq!(t.data(), &[1., 4., 2., 5., 3., 6.]);
     }
@@ -508,18 +520,18 @@ mod tests {
     #[test]
     fn broadcast_in_dim_repeats_rows() {
         let a = arr(&[3], &[1., 2., 3.]);
-        let b = broadcast(&a, &Shape::new(vec![2, 3]), &[1]);
+        let b = broadcast(&a, &Shape::new(vec![2, 3]), &[1]).unwrap();
         assert_eq!(b.data(), &[1., 2., 3., 1., 2., 3.]);
-        let c = broadcast(&arr(&[2, 1], &[1., 2.]), &Shape::new(vec![2, 2]), &[0, 1]);
+        let c = broadcast(&arr(&[2, 1], &[1., 2.]), &Shape::new(vec![2, 2]), &[0, 1]).unwrap();
         assert_eq!(c.data(), &[1., 1., 2., 2.]);
     }
 
     #[test]
     fn sum_over_axes() {
         let a = arr(&[2, 3], &[1., 2., 3., 4., 5., 6.]);
-        assert_eq!(sum_axes(&a, &[0]).data(), &[5., 7., 9.]);
-        assert_eq!(sum_axes(&a, &[1]).data(), &[6., 15.]);
-        assert_eq!(sum_axes(&a, &[0, 1]).data(), &[21.]);
+        assert_eq!(sum_axes(&a, &[0]).unwrap().data(), &[5., 7., 9.]);
+        assert_eq!(sum_axes(&a, &[1]).unwrap().data(), &[6., 15.]);
+        assert_eq!(sum_axes(&a, &[0, 1]).unwrap().data(), &[21.]);
     }
 
     #[test]
@@ -529,7 +541,7 @@ mod tests {
             &(0..24).map(|x| x as f64).collect::<Vec<_>>(),
         );
         let at = |i: usize, j: usize, l: usize| a.data()[(i * 3 + j) * 4 + l];
-        let s = sum_axes(&a, &[0, 3]);
+        let s = sum_axes(&a, &[0, 3]).unwrap();
         let expected: Vec<f64> = (0..3)
             .map(|j| {
                 (0..2)
@@ -540,8 +552,11 @@ mod tests {
             .collect();
         assert_eq!(s.dims(), &[3, 1]);
         assert_eq!(s.data(), &expected[..]);
-        assert_eq!(sum_axes(&a, &[1]).data()[..4], [12., 15., 18., 21.]);
-        let p = permute(&a, &[3, 0, 2, 1]);
+        assert_eq!(
+            sum_axes(&a, &[1]).unwrap().data()[..4],
+            [12., 15., 18., 21.]
+        );
+        let p = permute(&a, &[3, 0, 2, 1]).unwrap();
         for l in 0..4 {
             for i in 0..2 {
                 for j in 0..3 {
@@ -549,7 +564,7 @@ mod tests {
                 }
             }
         }
-        let b = broadcast(&arr(&[], &[7.]), &Shape::new(vec![2, 3]), &[]);
+        let b = broadcast(&arr(&[], &[7.]), &Shape::new(vec![2, 3]), &[]).unwrap();
         assert_eq!(b.data(), &[7.; 6]);
     }
 
@@ -557,24 +572,30 @@ mod tests {
     fn long_runs_sum_every_element_once() {
         // 8 lanes, a tail of 3, and an initial value: Σ_{i<1003} i = 502503.
         let a = arr(&[1003], &(0..1003).map(|x| x as f64).collect::<Vec<_>>());
-        assert_eq!(sum_axes(&a, &[0]).data(), &[502503.]);
+        assert_eq!(sum_axes(&a, &[0]).unwrap().data(), &[502503.]);
         let b = arr(&[2, 20], &(0..40).map(|x| x as f64).collect::<Vec<_>>());
-        assert_eq!(sum_axes(&b, &[1]).data(), &[190., 590.]);
+        assert_eq!(sum_axes(&b, &[1]).unwrap().data(), &[190., 590.]);
     }
 
     #[test]
     fn gather_and_scatter_are_transposes() {
         let a = arr(&[3], &[1., 2., 3.]);
-        assert_eq!(gather(&a, 0, &[2, 0, 2]).data(), &[3., 1., 3.]);
+        assert_eq!(gather(&a, 0, &[2, 0, 2]).unwrap().data(), &[3., 1., 3.]);
         let u = arr(&[3], &[10., 20., 30.]);
-        assert_eq!(scatter_add(&u, 0, &[2, 0, 2], 3).data(), &[20., 0., 40.]);
+        assert_eq!(
+            scatter_add(&u, 0, &[2, 0, 2], 3).unwrap().data(),
+            &[20., 0., 40.]
+        );
     }
 
     #[test]
     fn concat_along_axis_one() {
         let a = arr(&[2, 1], &[1., 2.]);
         let b = arr(&[2, 2], &[3., 4., 5., 6.]);
-        assert_eq!(concat(&[&a, &b], 1).data(), &[1., 3., 4., 2., 5., 6.]);
+        assert_eq!(
+            concat(&[&a, &b], 1).unwrap().data(),
+            &[1., 3., 4., 2., 5., 6.]
+        );
     }
 
     #[test]
@@ -592,7 +613,7 @@ mod tests {
             } else {
                 MatRef::new(&b[..], 3, 4)
             };
-            assert_eq!(gemm(ma, mb), matmul_generic(ma, mb));
+            assert_eq!(gemm(ma, mb).unwrap(), matmul_generic(ma, mb).unwrap());
         }
     }
 
@@ -605,7 +626,7 @@ mod tests {
             .flat_map(|i| (0..4).map(move |k| (i, k)))
             .map(|(i, k)| (0..3).map(|j| at(i, j, k)).sum())
             .collect();
-        assert_eq!(sum_axes(&a, &[1]).data(), &middle[..]);
+        assert_eq!(sum_axes(&a, &[1]).unwrap().data(), &middle[..]);
         let leading: Vec<f64> = (0..4)
             .map(|k| {
                 (0..2)
@@ -614,7 +635,7 @@ mod tests {
                     .sum()
             })
             .collect();
-        assert_eq!(sum_axes(&a, &[0, 1]).data(), &leading[..]);
+        assert_eq!(sum_axes(&a, &[0, 1]).unwrap().data(), &leading[..]);
         let trailing: Vec<f64> = (0..2)
             .map(|i| {
                 (0..3)
@@ -623,7 +644,7 @@ mod tests {
                     .sum()
             })
             .collect();
-        assert_eq!(sum_axes(&a, &[1, 2]).data(), &trailing[..]);
-        assert_eq!(sum_axes(&a, &[]).data(), &data[..]);
+        assert_eq!(sum_axes(&a, &[1, 2]).unwrap().data(), &trailing[..]);
+        assert_eq!(sum_axes(&a, &[]).unwrap().data(), &data[..]);
     }
 }

@@ -3,6 +3,7 @@
 //! `tensor` knows nothing of programs. Every array here is dense and row-major; a shape's
 //! dimensions are positive and the empty shape is a scalar.
 
+pub mod alloc;
 mod array;
 mod display;
 mod dtype;

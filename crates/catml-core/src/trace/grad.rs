@@ -3,11 +3,10 @@
 use super::error::{CallSite, TraceError};
 use super::grads::{check_scalar, Grads};
 use super::outputs::Outputs;
-use super::staged::{staged_methods, Options, Staged};
+use super::staged::{staged_methods, Options, Stage, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
 use crate::ad::{self, Vjp};
-use crate::interp;
 use crate::ir::Program;
 use crate::tensor::{Params, Tensor, TensorType};
 
@@ -45,13 +44,13 @@ fn vjp_program(v: &Vjp) -> &Program {
 
 /// Evaluates the gradient program (its seed is 1 inside it).
 fn run(
-    v: &Vjp,
-    traced: &Traced,
+    stage: &Stage<Vjp>,
     params: &Params,
     inputs: &[Tensor],
 ) -> Result<ValueAndGrads, TraceError> {
+    let (v, traced) = (&stage.compiled, &stage.traced);
     let args = arguments(&traced.program, params, inputs)?;
-    let (values, report) = interp::eval_with_report(&v.program, &args)?;
+    let (values, report) = stage.eval(&v.program, &args)?;
     let grads = Grads::collect(
         &traced.program,
         |i| v.layout.gradient(&values, i).cloned(),
@@ -123,7 +122,7 @@ where
         let stage = self
             .staged
             .stage(std::panic::Location::caller(), &types, compile)?;
-        run(&stage.compiled, &stage.traced, params, inputs)
+        run(stage, params, inputs)
     }
 }
 
@@ -168,6 +167,6 @@ where
         let stage = self
             .staged
             .stage(std::panic::Location::caller(), &types, compile)?;
-        Ok(run(&stage.compiled, &stage.traced, params, inputs)?.grads)
+        Ok(run(stage, params, inputs)?.grads)
     }
 }

@@ -10,7 +10,6 @@ use super::staged::{staged_methods, Options, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
 use crate::ad::{self, Jvp, VjpLayout};
-use crate::interp;
 use crate::ir::Program;
 use crate::tensor::{Params, Tensor, TensorType};
 
@@ -105,7 +104,7 @@ where
             tangents,
             param_tangents,
         )?);
-        let (values, report) = interp::eval_with_report(&h.jvp.program, &args)?;
+        let (values, report) = stage.eval(&h.jvp.program, &args)?;
         let (gradient, tangent) = (
             h.jvp.layout.primal_outputs(&values),
             h.jvp.layout.tangents(&values),

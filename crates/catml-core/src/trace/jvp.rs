@@ -7,7 +7,6 @@ use super::staged::{staged_methods, Options, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
 use crate::ad::{self, Jvp};
-use crate::interp;
 use crate::ir::Program;
 use crate::tensor::{Params, Tensor, TensorType};
 
@@ -71,7 +70,7 @@ where
         let (j, p) = (&stage.compiled, &stage.traced.program);
         let mut args = arguments(p, params, inputs)?;
         args.extend(tangent_arguments(p, &j.layout, tangents, param_tangents)?);
-        let (values, report) = interp::eval_with_report(&j.program, &args)?;
+        let (values, report) = stage.eval(&j.program, &args)?;
         Ok(JvpOutput {
             outputs: j.layout.primal_outputs(&values).to_vec(),
             tangents: j.layout.tangents(&values).to_vec(),

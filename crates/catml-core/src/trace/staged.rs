@@ -4,11 +4,14 @@
 //! transform. A call with types seen before only evaluates; new types trace and transform again.
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use super::error::{CallSite, TraceError};
 use super::outputs::Outputs;
 use super::tracing::{trace_at, Traced};
 use super::value::Value;
+use crate::interp::{self, EvalError, EvalOptions, EvalPlan, EvalReport};
+use crate::ir::Program;
 use crate::tensor::{Tensor, TensorType};
 
 /// One traced program and what a transform made of it.
@@ -16,6 +19,26 @@ use crate::tensor::{Tensor, TensorType};
 pub(crate) struct Stage<C> {
     pub(crate) traced: Traced,
     pub(crate) compiled: C,
+    /// The evaluation plan of the program the stage runs, made on its first call.
+    plan: OnceLock<EvalPlan>,
+}
+
+impl<C> Stage<C> {
+    /// Evaluates `program` (the one this stage always runs) with its plan, made once.
+    pub(crate) fn eval(
+        &self,
+        program: &Program,
+        args: &[Tensor],
+    ) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
+        let plan = match self.plan.get() {
+            Some(plan) => plan,
+            None => {
+                let made = EvalPlan::new(program)?;
+                self.plan.get_or_init(|| made)
+            }
+        };
+        interp::eval_planned_with_report(program, plan, args, EvalOptions::default())
+    }
 }
 
 /// What a transform is compiled with besides the traced program.
@@ -81,8 +104,14 @@ impl<F, C> Staged<F, C> {
             }
             let traced = trace_at(location, &named, |x| (self.f)(x))?;
             let compiled = compile(location, &traced, &self.options)?;
-            self.stages
-                .insert(types.to_vec(), Stage { traced, compiled });
+            self.stages.insert(
+                types.to_vec(),
+                Stage {
+                    traced,
+                    compiled,
+                    plan: OnceLock::new(),
+                },
+            );
         }
         Ok(&self.stages[types])
     }

@@ -7,7 +7,6 @@ use super::staged::{staged_methods, Options, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
 use crate::ad::{self, Vjp};
-use crate::interp;
 use crate::ir::Program;
 use crate::tensor::{Params, Tensor, TensorType};
 
@@ -69,7 +68,7 @@ where
         let mut args = arguments(p, params, inputs)?;
         check_seeds("cotangent", &p.output_types(), cotangents)?;
         args.extend(cotangents.iter().cloned());
-        let (values, report) = interp::eval_with_report(&v.program, &args)?;
+        let (values, report) = stage.eval(&v.program, &args)?;
         let cotangents = Grads::collect(
             p,
             |i| v.layout.gradient(&values, i).cloned(),

@@ -110,6 +110,7 @@ fn non_finite_values_flow_when_allowed() {
         &[x],
         EvalOptions {
             check_non_finite: false,
+            ..EvalOptions::default()
         },
     )
     .unwrap();

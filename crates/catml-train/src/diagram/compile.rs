@@ -12,6 +12,7 @@
 //! `term_t = Σ_rows w_row · distance_row` (unweighted by `weight_t`).
 
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use super::arrow::batched;
 use super::distance::{against_data, between_paths, weighted_sum};
@@ -59,6 +60,20 @@ pub struct Compiled {
     params: Vec<String>,
     dtype: DType,
     batch: usize,
+    /// The evaluation plans of `loss` and `grad`, made on first use.
+    plans: [OnceLock<interp::EvalPlan>; 2],
+}
+
+/// `p`'s plan, made once into `slot`.
+fn plan<'a>(
+    slot: &'a OnceLock<interp::EvalPlan>,
+    p: &Program,
+) -> Result<&'a interp::EvalPlan, interp::EvalError> {
+    if let Some(plan) = slot.get() {
+        return Ok(plan);
+    }
+    let made = interp::EvalPlan::new(p)?;
+    Ok(slot.get_or_init(|| made))
 }
 
 /// Inlines `p` reading `data` for its data inputs and, for its parameters, the builder's
@@ -247,6 +262,7 @@ impl Diagram {
             params,
             dtype,
             batch,
+            plans: Default::default(),
         })
     }
 }
@@ -338,10 +354,13 @@ impl Compiled {
     /// The loss and its terms on one batch.
     pub fn evaluate(&self, params: &Params, batch: &Batch) -> Result<Losses, DiagramError> {
         let inputs = self.inputs(&self.loss, &self.loss_inputs, params, batch)?;
-        let out = interp::eval(&self.loss, &inputs).map_err(|source| DiagramError::Eval {
-            place: "the loss".to_string(),
-            source,
-        })?;
+        let options = interp::EvalOptions::default();
+        let out = plan(&self.plans[0], &self.loss)
+            .and_then(|plan| interp::eval_planned(&self.loss, plan, &inputs, options))
+            .map_err(|source| DiagramError::Eval {
+                place: "the loss".to_string(),
+                source,
+            })?;
         Ok(self.losses(&out))
     }
 
@@ -352,10 +371,13 @@ impl Compiled {
         batch: &Batch,
     ) -> Result<(Losses, Params), DiagramError> {
         let inputs = self.inputs(&self.grad, &self.grad_inputs, params, batch)?;
-        let out = interp::eval(&self.grad, &inputs).map_err(|source| DiagramError::Eval {
-            place: "the loss gradient".to_string(),
-            source,
-        })?;
+        let options = interp::EvalOptions::default();
+        let out = plan(&self.plans[1], &self.grad)
+            .and_then(|plan| interp::eval_planned(&self.grad, plan, &inputs, options))
+            .map_err(|source| DiagramError::Eval {
+                place: "the loss gradient".to_string(),
+                source,
+            })?;
         let n = 1 + self.terms.len();
         let grads = self
             .params

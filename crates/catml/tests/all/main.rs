@@ -16,6 +16,7 @@ mod eval_reuse;
 mod file_tests;
 mod higher_order;
 mod large;
+mod memory;
 mod missing_rule;
 mod models;
 mod nn_batch_norm;

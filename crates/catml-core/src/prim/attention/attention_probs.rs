@@ -95,7 +95,7 @@ impl FloatKernel for AttentionProbs {
         let sizes = attention_sizes(x[0].dims(), x[1].dims());
         let (_, tq, tk, _) = sizes;
         let (q, k) = (x[0].data(), x[1].data());
-        let mut out = vec![T::zero(); x[0].dims()[0] * sizes.0 * tq * tk];
+        let mut out = crate::tensor::alloc::filled(x[0].dims()[0] * sizes.0 * tq * tk, T::zero())?;
         out.par_chunks_mut(tq * tk).enumerate().for_each(|(i, p)| {
             let mut s = vec![T::zero(); tq * tk];
             probs_slice(&self.mask, i, q, k, sizes, &mut s, p);

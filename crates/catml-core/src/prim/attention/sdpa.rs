@@ -48,7 +48,7 @@ impl FloatKernel for Sdpa {
         let (_, tq, tk, _) = sizes;
         let dv = x[2].dims()[3];
         let (q, k, v) = (x[0].data(), x[1].data(), x[2].data());
-        let mut out = vec![T::zero(); x[0].dims()[0] * sizes.0 * tq * dv];
+        let mut out = crate::tensor::alloc::filled(x[0].dims()[0] * sizes.0 * tq * dv, T::zero())?;
         out.par_chunks_mut(tq * dv).enumerate().for_each(|(i, y)| {
             let mut s = vec![T::zero(); tq * tk];
             let mut p = vec![T::zero(); tq * tk];

@@ -140,7 +140,7 @@ fn slice(t: &Tensor, i: usize) -> Tensor {
 /// The results of each example, one after another, under a leading batch axis.
 fn stack(parts: Vec<Tensor>, ty: &TensorType) -> Result<Tensor, KernelError> {
     fn join<T: Clone>(parts: Vec<Array<T>>, ty: &TensorType) -> Result<Array<T>, KernelError> {
-        let mut data = Vec::with_capacity(ty.numel());
+        let mut data = crate::tensor::alloc::with_capacity(ty.numel())?;
         for p in parts {
             data.extend_from_slice(p.data());
         }

@@ -86,7 +86,7 @@ impl ConvInputGrad {
 impl FloatKernel for ConvInputGrad {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let g = self.geom(x[0].dims(), x[1].dims());
-        let dx = conv_input_grad(x[0].data(), x[1].data(), &g);
+        let dx = conv_input_grad(x[0].data(), x[1].data(), &g)?;
         Ok(Array::new(self.x_dims(x[0].dims(), x[1].dims()), dx).expect("kernel output size"))
     }
 }
@@ -135,7 +135,10 @@ impl Primitive for ConvInputGrad {
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let g = self.geom(x[0].dims(), x[1].dims());
-        let dx = conv_input_grad_direct(x[0].data(), x[1].data(), &g);
+        let dx = match conv_input_grad_direct(x[0].data(), x[1].data(), &g) {
+            Ok(dx) => dx,
+            Err(e) => return Some(Err(e.into())),
+        };
         let dims = self.x_dims(x[0].dims(), x[1].dims());
         Some(Ok(
             Array::new(Shape::new(dims), dx).expect("kernel output size")
@@ -268,7 +271,10 @@ impl Primitive for ConvWeightGrad {
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let g = self.geom(x[0].dims(), x[1].dims());
-        let dw = conv_weight_grad_direct(x[0].data(), x[1].data(), &g);
+        let dw = match conv_weight_grad_direct(x[0].data(), x[1].data(), &g) {
+            Ok(dw) => dw,
+            Err(e) => return Some(Err(e.into())),
+        };
         let dims = self.w_dims(x[0].dims(), x[1].dims());
         Some(Ok(
             Array::new(Shape::new(dims), dw).expect("kernel output size")

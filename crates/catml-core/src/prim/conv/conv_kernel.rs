@@ -138,10 +138,15 @@ fn col2im_add<T: Float>(col: &[T], g: &ConvGeom, dx: &mut [T]) {
 }
 
 /// y = conv(x, w) (+ bias broadcast over pixels).
-pub fn conv_forward<T: Float>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom) -> Vec<T> {
+pub fn conv_forward<T: Float>(
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
     let (k, p, og) = (g.taps(), g.pixels_out(), g.og());
     let x_sample = g.c * g.pixels_in();
-    let mut y = vec![T::zero(); g.y_len()];
+    let mut y = crate::tensor::alloc::filled(g.y_len(), T::zero())?;
     y.par_chunks_mut(g.o * p).enumerate().for_each_init(
         || vec![T::zero(); k * p],
         |col, (ni, ys)| {
@@ -159,13 +164,17 @@ pub fn conv_forward<T: Float>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom
             }
         },
     );
-    y
+    Ok(y)
 }
 
 /// x̄ = the transpose of x ↦ conv(x, w), applied to u (a transposed convolution).
-pub fn conv_input_grad<T: Float>(u: &[T], w: &[T], g: &ConvGeom) -> Vec<T> {
+pub fn conv_input_grad<T: Float>(
+    u: &[T],
+    w: &[T],
+    g: &ConvGeom,
+) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
     let (k, p, og) = (g.taps(), g.pixels_out(), g.og());
-    let mut dx = vec![T::zero(); g.x_len()];
+    let mut dx = crate::tensor::alloc::filled(g.x_len(), T::zero())?;
     dx.par_chunks_mut(g.c * g.pixels_in())
         .enumerate()
         .for_each_init(
@@ -181,7 +190,7 @@ pub fn conv_input_grad<T: Float>(u: &[T], w: &[T], g: &ConvGeom) -> Vec<T> {
                 }
             },
         );
-    dx
+    Ok(dx)
 }
 
 /// w̄ = the transpose of w ↦ conv(x, w), applied to u.
@@ -252,34 +261,47 @@ pub fn for_each_tap(g: &ConvGeom, mut f: impl FnMut(usize, usize, usize)) {
 }
 
 /// Direct-loop forward convolution over any ring.
-pub fn conv_direct<T: Element>(x: &[T], w: &[T], bias: Option<&[T]>, g: &ConvGeom) -> Vec<T> {
+pub fn conv_direct<T: Element>(
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
     let p = g.pixels_out();
     let mut y: Vec<T> = match bias {
         Some(b) => (0..g.y_len()).map(|i| b[(i / p) % g.o].clone()).collect(),
-        None => vec![T::zero(); g.y_len()],
+        None => crate::tensor::alloc::filled(g.y_len(), T::zero())?,
     };
     for_each_tap(g, |xi, wi, yi| {
         y[yi] = y[yi].clone() + x[xi].clone() * w[wi].clone();
     });
-    y
+    Ok(y)
 }
 
 /// Direct-loop input gradient over any ring.
-pub fn conv_input_grad_direct<T: Element>(u: &[T], w: &[T], g: &ConvGeom) -> Vec<T> {
-    let mut dx = vec![T::zero(); g.x_len()];
+pub fn conv_input_grad_direct<T: Element>(
+    u: &[T],
+    w: &[T],
+    g: &ConvGeom,
+) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+    let mut dx = crate::tensor::alloc::filled(g.x_len(), T::zero())?;
     for_each_tap(g, |xi, wi, yi| {
         dx[xi] = dx[xi].clone() + u[yi].clone() * w[wi].clone();
     });
-    dx
+    Ok(dx)
 }
 
 /// Direct-loop weight gradient over any ring.
-pub fn conv_weight_grad_direct<T: Element>(x: &[T], u: &[T], g: &ConvGeom) -> Vec<T> {
-    let mut dw = vec![T::zero(); g.w_len()];
+pub fn conv_weight_grad_direct<T: Element>(
+    x: &[T],
+    u: &[T],
+    g: &ConvGeom,
+) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+    let mut dw = crate::tensor::alloc::filled(g.w_len(), T::zero())?;
     for_each_tap(g, |xi, wi, yi| {
         dw[wi] = dw[wi].clone() + x[xi].clone() * u[yi].clone();
     });
-    dw
+    Ok(dw)
 }
 
 #[cfg(test)]
@@ -326,7 +348,7 @@ mod tests {
             conv_input_grad_direct(&u, &w, &g)
         );
         assert_eq!(
-            conv_weight_grad(&x, &u, &g),
+            Ok(conv_weight_grad(&x, &u, &g)),
             conv_weight_grad_direct(&x, &u, &g)
         );
     }

@@ -49,7 +49,7 @@ impl FloatKernel for Conv {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let g = self.spec.geom(x[0].dims(), x[1].dims());
         let bias = x.get(2).map(|b| b.data());
-        let y = conv_forward(x[0].data(), x[1].data(), bias, &g);
+        let y = conv_forward(x[0].data(), x[1].data(), bias, &g)?;
         Ok(Array::new(Shape::new(self.spec.out_dims(&g)), y).expect("kernel output size"))
     }
 }
@@ -93,7 +93,10 @@ impl Primitive for Conv {
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let g = self.spec.geom(x[0].dims(), x[1].dims());
         let bias = x.get(2).map(|b| b.data());
-        let y = conv_direct(x[0].data(), x[1].data(), bias, &g);
+        let y = match conv_direct(x[0].data(), x[1].data(), bias, &g) {
+            Ok(y) => y,
+            Err(e) => return Some(Err(e.into())),
+        };
         Some(Ok(
             Array::new(Shape::new(self.spec.out_dims(&g)), y).expect("kernel output size")
         ))

@@ -46,7 +46,7 @@ macro_rules! ring_zip {
         struct $ty;
         impl RingKernel for $ty {
             fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-                Ok(kernels::zip_with(x[0], x[1], |$a, $b| $body))
+                Ok(kernels::zip_with(x[0], x[1], |$a, $b| $body)?)
             }
         }
         impl FloatZip for $ty {

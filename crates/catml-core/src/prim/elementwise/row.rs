@@ -297,7 +297,7 @@ impl Unary {
     fn map<T: Float>(&self, x: &Array<T>) -> Result<Array<T>, KernelError> {
         self.check(x.data())?;
         let (f, a) = (self.row.f, &self.attrs[..]);
-        Ok(kernels::map_copy(x, |v| T::from_f64(f(v.to_f64(), a))))
+        Ok(kernels::map_copy(x, |v| T::from_f64(f(v.to_f64(), a)))?)
     }
 
     fn map_owned<T: Float>(&self, mut x: Array<T>) -> Result<Array<T>, KernelError> {
@@ -312,7 +312,7 @@ impl Unary {
                 });
                 Ok(x)
             }
-            None => Ok(kernels::map_copy(&x, |v| T::from_f64(f(v.to_f64(), a)))),
+            None => Ok(kernels::map_copy(&x, |v| T::from_f64(f(v.to_f64(), a)))?),
         }
     }
 }

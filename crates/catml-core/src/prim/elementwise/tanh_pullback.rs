@@ -28,7 +28,7 @@ impl RingKernel for TanhPullback {
     fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         Ok(kernels::zip_with(x[0], x[1], |y, u| {
             u * (T::one() - y.clone() * y)
-        }))
+        })?)
     }
 }
 
@@ -40,7 +40,7 @@ impl FloatZip for TanhPullback {
 
 impl FloatKernel for TanhPullback {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::zip_with(x[0], x[1], |y, u| self.apply(y, u)))
+        Ok(kernels::zip_with(x[0], x[1], |y, u| self.apply(y, u))?)
     }
 }
 

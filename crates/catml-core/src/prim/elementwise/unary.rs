@@ -22,7 +22,7 @@ macro_rules! float_map {
         struct $ty;
         impl FloatKernel for $ty {
             fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-                Ok(kernels::map_copy(x[0], |$v: T| $body))
+                Ok(kernels::map_copy(x[0], |$v: T| $body)?)
             }
         }
         impl FloatMapInPlace for $ty {

@@ -15,6 +15,7 @@ use crate::ir::{
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
+use crate::tensor::alloc;
 use crate::tensor::kernels::{gemm_into, gemm_into_serial, matmul_generic, MatRef};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
 
@@ -104,22 +105,21 @@ impl BatchMatMul {
     }
 
     /// The exact product slice by slice, for any ring.
-    fn exact<T: Element>(&self, a: &Array<T>, b: &Array<T>) -> Array<T> {
+    fn exact<T: Element>(&self, a: &Array<T>, b: &Array<T>) -> Result<Array<T>, KernelError> {
         let s = self.sizes(a.dims(), b.dims());
-        let out: Vec<T> = (0..s.batch)
-            .flat_map(|i| {
-                let (sa, sb) = self.slices(&s, a.data(), b.data(), i);
-                matmul_generic(sa, sb)
-            })
-            .collect();
-        Array::new(Self::out_shape(a.dims(), &s), out).expect("batch * m * n elements")
+        let mut out: Vec<T> = alloc::with_capacity(s.batch * s.m * s.n)?;
+        for i in 0..s.batch {
+            let (sa, sb) = self.slices(&s, a.data(), b.data(), i);
+            out.extend(matmul_generic(sa, sb)?);
+        }
+        Ok(Array::new(Self::out_shape(a.dims(), &s), out).expect("batch * m * n elements"))
     }
 }
 
 impl FloatKernel for BatchMatMul {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let s = self.sizes(x[0].dims(), x[1].dims());
-        let mut out = vec![T::zero(); s.batch * s.m * s.n];
+        let mut out = alloc::filled(s.batch * s.m * s.n, T::zero())?;
         let product = |i: usize, c: &mut [T], serial: bool| {
             let (a, b) = self.slices(&s, x[0].data(), x[1].data(), i);
             if serial {
@@ -210,7 +210,7 @@ impl Primitive for BatchMatMul {
         true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
-        Some(Ok(self.exact(x[0], x[1])))
+        Some(self.exact(x[0], x[1]))
     }
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         let s = self.sizes(inputs[0].dims(), inputs[1].dims());

@@ -8,6 +8,7 @@ use crate::ir::{Builder, KernelError, Prim, Primitive, Registry, RuleError, Type
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, FloatKernel};
 use crate::prim::Ops;
+use crate::tensor::alloc;
 use crate::tensor::kernels::{gemm_into, matmul_generic, MatRef};
 use crate::tensor::{Array, Float, RArray, Tensor, TensorType};
 
@@ -25,7 +26,7 @@ impl FloatKernel for Linear {
         let (batch, inp, out) = sizes(x[0].dims(), x[1].dims());
         let bias = x[2].data();
         // Start from the broadcast bias and accumulate x W^T onto it.
-        let mut y = Vec::with_capacity(batch * out);
+        let mut y = alloc::with_capacity(batch * out)?;
         for _ in 0..batch {
             y.extend_from_slice(bias);
         }
@@ -92,10 +93,13 @@ impl Primitive for Linear {
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let (batch, inp, out) = sizes(x[0].dims(), x[1].dims());
-        let mut y = matmul_generic(
+        let mut y = match matmul_generic(
             MatRef::new(x[0].data(), batch, inp),
             MatRef::transpose_of(x[1].data(), out, inp),
-        );
+        ) {
+            Ok(y) => y,
+            Err(e) => return Some(Err(e.into())),
+        };
         for (i, v) in y.iter_mut().enumerate() {
             *v = v.clone() + x[2].data()[i % out].clone();
         }

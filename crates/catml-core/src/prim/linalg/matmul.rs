@@ -9,6 +9,7 @@ use crate::ir::{
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
+use crate::tensor::alloc::AllocError;
 use crate::tensor::kernels::{gemm, matmul_generic, MatRef};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
 
@@ -37,18 +38,18 @@ impl MatMul {
     fn run<T: Element>(
         &self,
         x: &[&Array<T>],
-        mm: impl Fn(MatRef<'_, T>, MatRef<'_, T>) -> Vec<T>,
-    ) -> Array<T> {
+        mm: impl Fn(MatRef<'_, T>, MatRef<'_, T>) -> Result<Vec<T>, AllocError>,
+    ) -> Result<Array<T>, KernelError> {
         let a = Self::operand(x[0].data(), x[0].dims(), self.transpose_a);
         let b = Self::operand(x[1].data(), x[1].dims(), self.transpose_b);
         let shape = Shape::new(vec![a.rows, b.cols]);
-        Array::new(shape, mm(a, b)).expect("gemm returns rows * cols elements")
+        Ok(Array::new(shape, mm(a, b)?).expect("gemm returns rows * cols elements"))
     }
 }
 
 impl FloatKernel for MatMul {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(self.run(x, gemm))
+        self.run(x, gemm)
     }
 }
 
@@ -121,7 +122,7 @@ impl Primitive for MatMul {
         true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
-        Some(Ok(self.run(x, matmul_generic)))
+        Some(self.run(x, matmul_generic))
     }
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         let k = if self.transpose_a {

@@ -138,7 +138,7 @@ impl BatchNorm {
             BatchNormOutput::Y => {}
         }
         let (scale, bias) = (widen(x[1]), widen(x[2]));
-        let mut out = Vec::with_capacity(x[0].len());
+        let mut out = crate::tensor::alloc::with_capacity(x[0].len())?;
         for (k, v) in x[0].data().iter().enumerate() {
             let ch = (k / s) % c;
             let (mu, var) = stats[ch];

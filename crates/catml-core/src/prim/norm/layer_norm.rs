@@ -16,6 +16,7 @@ use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::float_operand;
 use crate::prim::reduce::slices::{check_axes, kept, map_slices};
 use crate::prim::Ops;
+use crate::tensor::alloc::AllocError;
 use crate::tensor::{Array, Float, Tensor, TensorType};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -49,7 +50,11 @@ impl LayerNorm {
         }
     }
 
-    fn run<T: Float>(&self, x: &Array<T>, affine: Option<(&[T], &[T])>) -> Array<T> {
+    fn run<T: Float>(
+        &self,
+        x: &Array<T>,
+        affine: Option<(&[T], &[T])>,
+    ) -> Result<Array<T>, AllocError> {
         let eps = self.eps;
         map_slices(x, &self.sorted(), |s, out| {
             let m = s.len() as f64;
@@ -186,8 +191,8 @@ impl Primitive for LayerNorm {
             Some((get(x.get(1)?)?.data(), get(x.get(2)?)?.data()))
         }
         match x[0] {
-            Tensor::F32(a) => Ok(Tensor::F32(self.run(a, pair(x, Tensor::as_f32)))),
-            Tensor::F64(a) => Ok(Tensor::F64(self.run(a, pair(x, Tensor::as_f64)))),
+            Tensor::F32(a) => Ok(Tensor::F32(self.run(a, pair(x, Tensor::as_f32))?)),
+            Tensor::F64(a) => Ok(Tensor::F64(self.run(a, pair(x, Tensor::as_f64))?)),
             Tensor::I64(_) | Tensor::Bool(_) => Err(KernelError::Unsupported(
                 "layer_norm of integers".to_string(),
             )),

@@ -36,7 +36,7 @@ impl FloatKernel for AvgPool2d {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let g = self.attrs.geom(x[0].dims());
         let k = T::from_f64(self.scale());
-        let y = sum_pool(x[0].data(), &g)
+        let y = sum_pool(x[0].data(), &g)?
             .into_iter()
             .map(|v| v * k)
             .collect();
@@ -71,10 +71,10 @@ impl Primitive for AvgPool2d {
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let g = self.attrs.geom(x[0].dims());
         let k = Rational::one() / Rational::from_integer(self.attrs.window().into());
-        let y = sum_pool(x[0].data(), &g)
-            .into_iter()
-            .map(|v| v * k.clone())
-            .collect();
+        let y = match sum_pool(x[0].data(), &g) {
+            Ok(y) => y.into_iter().map(|v| v * k.clone()).collect(),
+            Err(e) => return Some(Err(e.into())),
+        };
         Some(Ok(
             Array::new([g.n, g.c, g.h.out(), g.w.out()], y).expect("kernel output size")
         ))

@@ -223,7 +223,7 @@ impl RingKernel for MaxPool2dScatter {
     fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let g = self.attrs.geom(x[0].dims());
         let (at, _) = argmax(x[0].data(), &g);
-        let dx = put(x[1].data(), &at, x[0].len());
+        let dx = put(x[1].data(), &at, x[0].len())?;
         Ok(Array::new(x[0].shape().clone(), dx).expect("kernel output size"))
     }
 }

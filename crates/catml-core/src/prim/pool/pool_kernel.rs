@@ -21,9 +21,12 @@ fn columns(g: &ConvGeom, kw: usize, mut f: impl FnMut(usize, usize)) {
 }
 
 /// y[p, oh, ow] = Σ over the window's input elements (padding adds nothing).
-pub fn sum_pool<T: Element>(x: &[T], g: &ConvGeom) -> Vec<T> {
+pub fn sum_pool<T: Element>(
+    x: &[T],
+    g: &ConvGeom,
+) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
     let (ho, wo, hw) = (g.h.out(), g.w.out(), g.pixels_in());
-    let mut y = vec![T::zero(); g.n * g.c * ho * wo];
+    let mut y = crate::tensor::alloc::filled(g.n * g.c * ho * wo, T::zero())?;
     y.par_chunks_mut(ho * wo)
         .zip(x.par_chunks(hw))
         .for_each(|(yp, xp)| {
@@ -40,14 +43,17 @@ pub fn sum_pool<T: Element>(x: &[T], g: &ConvGeom) -> Vec<T> {
                 }
             }
         });
-    y
+    Ok(y)
 }
 
 /// The transpose of [`sum_pool`]: each input element receives the sum of u over the windows
 /// that read it.
-pub fn sum_pool_transpose<T: Element>(u: &[T], g: &ConvGeom) -> Vec<T> {
+pub fn sum_pool_transpose<T: Element>(
+    u: &[T],
+    g: &ConvGeom,
+) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
     let (ho, wo, hw) = (g.h.out(), g.w.out(), g.pixels_in());
-    let mut dx = vec![T::zero(); g.n * g.c * hw];
+    let mut dx = crate::tensor::alloc::filled(g.n * g.c * hw, T::zero())?;
     dx.par_chunks_mut(hw)
         .zip(u.par_chunks(ho * wo))
         .for_each(|(dp, up)| {
@@ -64,7 +70,7 @@ pub fn sum_pool_transpose<T: Element>(u: &[T], g: &ConvGeom) -> Vec<T> {
                 }
             }
         });
-    dx
+    Ok(dx)
 }
 
 /// Where each window's maximum sits: for every output, the flat index into x of the first
@@ -120,10 +126,14 @@ pub fn take<T: Element>(t: &[T], at: &[usize]) -> Vec<T> {
 }
 
 /// The transpose of [`take`]: u added into a zero tensor of `len` elements at the argmaxes.
-pub fn put<T: Element>(u: &[T], at: &[usize], len: usize) -> Vec<T> {
-    let mut dx = vec![T::zero(); len];
+pub fn put<T: Element>(
+    u: &[T],
+    at: &[usize],
+    len: usize,
+) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+    let mut dx = crate::tensor::alloc::filled(len, T::zero())?;
     for (v, &i) in u.iter().zip(at) {
         dx[i] = dx[i].clone() + v.clone();
     }
-    dx
+    Ok(dx)
 }

@@ -14,6 +14,7 @@ use crate::ir::{
     RuleKind, TypeError, Var,
 };
 use crate::prim::dispatch::{arity, float_operand};
+use crate::tensor::alloc::{self, AllocError};
 use crate::tensor::{Array, DType, Element, RArray, Rational, Tensor, TensorType};
 
 const NO_DERIVATIVE: &str =
@@ -40,18 +41,19 @@ impl Argmax {
         &self,
         x: &Array<T>,
         to: impl Fn(usize) -> U,
-    ) -> Array<U> {
+    ) -> Result<Array<U>, AllocError> {
         // One position per slice, in the kept axes' row-major order.
         let mut slices = Vec::new();
         reduce_slices(x, &[self.axis], |s| {
             slices.push(first_largest(s));
             T::zero()
-        });
+        })?;
         let dims: Vec<usize> = kept(x.dims().len(), &[self.axis])
             .iter()
             .map(|&i| x.dims()[i])
             .collect();
-        Array::new(dims, slices.into_iter().map(to).collect()).expect("one position per slice")
+        let positions = alloc::collect(slices.into_iter().map(to))?;
+        Ok(Array::new(dims, positions).expect("one position per slice"))
     }
 }
 
@@ -99,8 +101,8 @@ impl Primitive for Argmax {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         match x[0] {
-            Tensor::F32(a) => Ok(Tensor::I64(self.run(a, |k| k as i64))),
-            Tensor::F64(a) => Ok(Tensor::I64(self.run(a, |k| k as i64))),
+            Tensor::F32(a) => Ok(Tensor::I64(self.run(a, |k| k as i64)?)),
+            Tensor::F64(a) => Ok(Tensor::I64(self.run(a, |k| k as i64)?)),
             other => Err(KernelError::Unsupported(format!(
                 "argmax of {}",
                 other.dtype()
@@ -111,9 +113,10 @@ impl Primitive for Argmax {
         true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
-        Some(Ok(
+        Some(
             self.run(x[0], |k| Rational::from_integer((k as i64).into()))
-        ))
+                .map_err(Into::into),
+        )
     }
     /// f32 and f64 compare the same operand values, so they pick the same positions.
     fn f32_budget(&self, _inputs: &[TensorType], _output: &TensorType) -> Budget {

@@ -42,7 +42,7 @@ impl Mean {
 impl FloatKernel for Mean {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let m = T::from_f64(self.count(x[0].dims()) as f64);
-        let s = kernels::sum_axes(x[0], &self.reduced(x[0].dims().len()));
+        let s = kernels::sum_axes(x[0], &self.reduced(x[0].dims().len()))?;
         Ok(s.map(|v| *v / m))
     }
 }
@@ -88,7 +88,10 @@ impl Primitive for Mean {
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let m = Rational::from_integer((self.count(x[0].dims()) as i64).into());
-        let s = kernels::sum_axes(x[0], &self.reduced(x[0].dims().len()));
+        let s = match kernels::sum_axes(x[0], &self.reduced(x[0].dims().len())) {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e.into())),
+        };
         Some(Ok(s.map(|v| v / &m)))
     }
     /// The sum's m - 1 roundings and one for the division.

@@ -19,6 +19,7 @@ use crate::ir::{
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, float_operand};
 use crate::prim::Ops;
+use crate::tensor::alloc::AllocError;
 use crate::tensor::{Array, Element, RArray, Tensor, TensorType};
 
 const TIES: &str = "at ties the derivative is shared equally among the maximal entries";
@@ -69,7 +70,7 @@ impl ReduceMax {
         ReduceMax { axes }
     }
 
-    fn run<T: Element + PartialOrd>(&self, x: &Array<T>) -> Array<T> {
+    fn run<T: Element + PartialOrd>(&self, x: &Array<T>) -> Result<Array<T>, AllocError> {
         reduce_slices(x, &sorted(&self.axes, x.dims().len()), largest)
     }
 }
@@ -98,8 +99,8 @@ impl Primitive for ReduceMax {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         match x[0] {
-            Tensor::F32(a) => Ok(Tensor::F32(self.run(a))),
-            Tensor::F64(a) => Ok(Tensor::F64(self.run(a))),
+            Tensor::F32(a) => Ok(Tensor::F32(self.run(a)?)),
+            Tensor::F64(a) => Ok(Tensor::F64(self.run(a)?)),
             Tensor::I64(_) | Tensor::Bool(_) => Err(KernelError::Unsupported(
                 "reduce_max of integers".to_string(),
             )),
@@ -109,7 +110,7 @@ impl Primitive for ReduceMax {
         true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
-        Some(Ok(self.run(x[0])))
+        Some(self.run(x[0]).map_err(Into::into))
     }
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         inputs[0].numel() as u64
@@ -165,7 +166,8 @@ impl Primitive for ReduceMax {
 fn tie_points(x: &Tensor, axes: &Option<Vec<usize>>) -> usize {
     fn count<T: Element + PartialOrd>(a: &Array<T>, axes: &[usize]) -> usize {
         let mut n = 0;
-        map_slices(a, axes, |s, _| {
+        // Without memory for the pass there is no count; evaluation then fails at this node.
+        let _ = map_slices(a, axes, |s, _| {
             let m = largest(s);
             let k = s.iter().filter(|v| **v == m).count();
             if k > 1 {
@@ -193,7 +195,11 @@ impl MaxWeights {
         MaxWeights { axes }
     }
 
-    fn run<T: Element + PartialOrd>(&self, x: &Array<T>, share: impl Fn(usize) -> T) -> Array<T> {
+    fn run<T: Element + PartialOrd>(
+        &self,
+        x: &Array<T>,
+        share: impl Fn(usize) -> T,
+    ) -> Result<Array<T>, AllocError> {
         map_slices(x, &sorted(&self.axes, x.dims().len()), |s, out| {
             let m = largest(s);
             let k = s.iter().filter(|v| **v == m).count();
@@ -224,8 +230,8 @@ impl Primitive for MaxWeights {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         match x[0] {
-            Tensor::F32(a) => Ok(Tensor::F32(self.run(a, |k| 1.0 / k as f32))),
-            Tensor::F64(a) => Ok(Tensor::F64(self.run(a, |k| 1.0 / k as f64))),
+            Tensor::F32(a) => Ok(Tensor::F32(self.run(a, |k| 1.0 / k as f32)?)),
+            Tensor::F64(a) => Ok(Tensor::F64(self.run(a, |k| 1.0 / k as f64)?)),
             Tensor::I64(_) | Tensor::Bool(_) => Err(KernelError::Unsupported(
                 "max_weights of integers".to_string(),
             )),
@@ -235,9 +241,12 @@ impl Primitive for MaxWeights {
         true
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
-        Some(Ok(self.run(x[0], |k| {
-            crate::tensor::Rational::new(1.into(), (k as i64).into())
-        })))
+        Some(
+            self.run(x[0], |k| {
+                crate::tensor::Rational::new(1.into(), (k as i64).into())
+            })
+            .map_err(Into::into),
+        )
     }
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         inputs[0].numel() as u64

@@ -2,6 +2,7 @@
 //! back (a permutation, skipped when they already are), so every slice is one contiguous run.
 
 use crate::ir::TypeError;
+use crate::tensor::alloc::{self, AllocError};
 use crate::tensor::{kernels, Array, Element, Shape, TensorType};
 
 /// The reduced axes, sorted; absent means every axis. Rejects repeats, out-of-range axes and
@@ -53,13 +54,13 @@ fn is_identity(perm: &[usize]) -> bool {
 }
 
 /// The array with `axes` moved to the back, and the slice length (product of their sizes).
-fn reduced_last<T: Element>(a: &Array<T>, axes: &[usize]) -> (Array<T>, usize) {
+fn reduced_last<T: Element>(a: &Array<T>, axes: &[usize]) -> Result<(Array<T>, usize), AllocError> {
     let perm = to_back(a.dims().len(), axes);
     let m = axes.iter().map(|&i| a.dims()[i]).product();
     if is_identity(&perm) {
-        (a.clone(), m)
+        Ok((a.clone(), m))
     } else {
-        (kernels::permute(a, &perm), m)
+        Ok((kernels::permute(a, &perm)?, m))
     }
 }
 
@@ -68,14 +69,14 @@ pub(crate) fn reduce_slices<T: Element>(
     a: &Array<T>,
     axes: &[usize],
     mut f: impl FnMut(&[T]) -> T,
-) -> Array<T> {
-    let (moved, m) = reduced_last(a, axes);
-    let out: Vec<T> = moved.data().chunks(m).map(&mut f).collect();
+) -> Result<Array<T>, AllocError> {
+    let (moved, m) = reduced_last(a, axes)?;
+    let out: Vec<T> = alloc::collect(moved.data().chunks(m).map(&mut f))?;
     let dims: Vec<usize> = kept(a.dims().len(), axes)
         .iter()
         .map(|&i| a.dims()[i])
         .collect();
-    Array::new(Shape::new(dims), out).expect("one value per slice")
+    Ok(Array::new(Shape::new(dims), out).expect("one value per slice"))
 }
 
 /// A slice-to-slice map: `f(input slice, output slice)`; the result has the operand's shape.
@@ -83,17 +84,17 @@ pub(crate) fn map_slices<T: Element>(
     a: &Array<T>,
     axes: &[usize],
     mut f: impl FnMut(&[T], &mut [T]),
-) -> Array<T> {
+) -> Result<Array<T>, AllocError> {
     let rank = a.dims().len();
     let perm = to_back(rank, axes);
-    let (moved, m) = reduced_last(a, axes);
-    let mut out = vec![T::zero(); moved.len()];
+    let (moved, m) = reduced_last(a, axes)?;
+    let mut out = alloc::filled(moved.len(), T::zero())?;
     for (x, y) in moved.data().chunks(m).zip(out.chunks_mut(m)) {
         f(x, y);
     }
     let out = Array::new(moved.shape().clone(), out).expect("same length");
     if is_identity(&perm) {
-        return out;
+        return Ok(out);
     }
     let mut inverse = vec![0; rank];
     for (i, &p) in perm.iter().enumerate() {

@@ -38,7 +38,7 @@ impl Sum {
 
 impl RingKernel for Sum {
     fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::sum_axes(x[0], &self.reduced(x[0].dims().len())))
+        Ok(kernels::sum_axes(x[0], &self.reduced(x[0].dims().len()))?)
     }
 }
 

@@ -36,15 +36,19 @@ fn check_axis(inputs: &[TensorType], axis: usize) -> Result<TensorType, TypeErro
     Ok(inputs[0].clone())
 }
 
-fn run<T: Float>(x: &Array<T>, axis: usize, log: bool) -> Array<T> {
+fn run<T: Float>(
+    x: &Array<T>,
+    axis: usize,
+    log: bool,
+) -> Result<Array<T>, crate::tensor::alloc::AllocError> {
     let (_, len, inner) = split_at_axis(x.dims(), axis);
-    let mut out = vec![T::zero(); x.len()];
+    let mut out = crate::tensor::alloc::filled(x.len(), T::zero())?;
     if inner == 1 {
         softmax_rows(x.data(), &mut out, len, log);
     } else {
         softmax_strided(x.data(), &mut out, len, inner, log);
     }
-    Array::new(x.shape().clone(), out).expect("same shape")
+    Ok(Array::new(x.shape().clone(), out).expect("same shape"))
 }
 
 /// Broadcasts a value reduced over `axis` back to the type `ty`.
@@ -85,7 +89,7 @@ pub struct Softmax {
 
 impl FloatKernel for Softmax {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(run(x[0], self.axis, false))
+        Ok(run(x[0], self.axis, false)?)
     }
 }
 
@@ -172,7 +176,7 @@ pub struct LogSoftmax {
 
 impl FloatKernel for LogSoftmax {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(run(x[0], self.axis, true))
+        Ok(run(x[0], self.axis, true)?)
     }
 }
 

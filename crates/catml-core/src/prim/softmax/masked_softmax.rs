@@ -69,7 +69,7 @@ impl FloatKernel for MaskedSoftmax {
         let d = x[0].dims();
         let (heads, tq, tk) = (d[1], d[2], d[3]);
         let c = T::from_f64(self.scale);
-        let mut out = vec![T::zero(); x[0].len()];
+        let mut out = crate::tensor::alloc::filled(x[0].len(), T::zero())?;
         out.par_chunks_mut(tq * tk)
             .zip(x[0].data().par_chunks(tq * tk))
             .enumerate()

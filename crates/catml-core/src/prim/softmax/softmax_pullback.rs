@@ -64,7 +64,7 @@ impl FloatKernel for SoftmaxPullback {
         let c = T::from_f64(self.scale);
         let (y, v) = (x[0].data(), x[1].data());
         let n = len * inner;
-        let mut out = vec![T::zero(); y.len()];
+        let mut out = crate::tensor::alloc::filled(y.len(), T::zero())?;
         if y.len() >= PARALLEL_MIN {
             out.par_chunks_mut(n)
                 .zip(y.par_chunks(n).zip(v.par_chunks(n)))
@@ -80,10 +80,15 @@ impl FloatKernel for SoftmaxPullback {
 
 /// The same map over any ring, one (outer, inner) line along the axis at a time (the exact
 /// evaluation; the float kernel above is this with blocking and threads).
-fn exact<T: Element>(y: &Array<T>, v: &Array<T>, axis: usize, c: T) -> Array<T> {
+fn exact<T: Element>(
+    y: &Array<T>,
+    v: &Array<T>,
+    axis: usize,
+    c: T,
+) -> Result<Array<T>, crate::tensor::alloc::AllocError> {
     let (outer, len, inner) = split_at_axis(y.dims(), axis);
     let (yd, vd) = (y.data(), v.data());
-    let mut out = vec![T::zero(); yd.len()];
+    let mut out = crate::tensor::alloc::filled(yd.len(), T::zero())?;
     for o in 0..outer {
         for i in 0..inner {
             let at = |j: usize| (o * len + j) * inner + i;
@@ -93,7 +98,7 @@ fn exact<T: Element>(y: &Array<T>, v: &Array<T>, axis: usize, c: T) -> Array<T> 
             }
         }
     }
-    Array::new(y.shape().clone(), out).expect("same shape")
+    Ok(Array::new(y.shape().clone(), out).expect("same shape"))
 }
 
 /// sum_axis(a b), broadcast back.
@@ -172,7 +177,7 @@ impl Primitive for SoftmaxPullback {
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let c = rational_from_f64(self.scale).expect("the type rule admits finite scales only");
-        Some(Ok(exact(x[0], x[1], self.axis, c)))
+        Some(exact(x[0], x[1], self.axis, c).map_err(Into::into))
     }
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         5 * inputs[0].numel() as u64

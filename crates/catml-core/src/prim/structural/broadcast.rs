@@ -27,7 +27,7 @@ impl Broadcast {
 
 impl RingKernel for Broadcast {
     fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::broadcast(x[0], &self.shape, &self.dims))
+        Ok(kernels::broadcast(x[0], &self.shape, &self.dims)?)
     }
 }
 

@@ -18,7 +18,7 @@ pub struct Concat {
 
 impl RingKernel for Concat {
     fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::concat(x, self.axis))
+        Ok(kernels::concat(x, self.axis)?)
     }
 }
 

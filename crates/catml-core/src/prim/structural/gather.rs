@@ -55,7 +55,7 @@ impl Gather {
 
 impl RingKernel for Gather {
     fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::gather(x[0], self.axis, &self.indices))
+        Ok(kernels::gather(x[0], self.axis, &self.indices)?)
     }
 }
 
@@ -155,7 +155,7 @@ impl RingKernel for ScatterAdd {
             self.axis,
             &self.indices,
             self.size,
-        ))
+        )?)
     }
 }
 

@@ -128,7 +128,7 @@ impl Permute {
 
 impl RingKernel for Permute {
     fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::permute(x[0], &self.perm))
+        Ok(kernels::permute(x[0], &self.perm)?)
     }
 }
 

@@ -64,7 +64,7 @@ pub(crate) fn index_operand(inputs: &[TensorType], i: usize) -> Result<(), TypeE
 }
 
 fn encode<T: Element>(idx: &[i64], classes: usize) -> Result<Vec<T>, KernelError> {
-    let mut out = vec![T::zero(); idx.len() * classes];
+    let mut out = crate::tensor::alloc::filled(idx.len() * classes, T::zero())?;
     for (n, &i) in idx.iter().enumerate() {
         out[n * classes + checked_index(i, n, classes)?] = T::one();
     }

@@ -32,7 +32,7 @@ fn operands<'a>(x: &[&'a Tensor]) -> Result<(&'a Tensor, &'a Array<i64>), Kernel
 
 fn take_rows<T: Element>(table: &Array<T>, idx: &Array<i64>) -> Result<Array<T>, KernelError> {
     let (rows, width) = (table.dims()[0], table.dims()[1]);
-    let mut out = Vec::with_capacity(idx.len() * width);
+    let mut out = crate::tensor::alloc::with_capacity(idx.len() * width)?;
     for (n, &i) in idx.data().iter().enumerate() {
         let k = checked_index(i, n, rows)?;
         out.extend_from_slice(&table.data()[k * width..(k + 1) * width]);
@@ -48,7 +48,7 @@ fn scatter<T: Element>(
     rows: usize,
 ) -> Result<Array<T>, KernelError> {
     let width = *u.dims().last().expect("rank >= 1");
-    let mut out = vec![T::zero(); rows * width];
+    let mut out = crate::tensor::alloc::filled(rows * width, T::zero())?;
     for (n, &i) in idx.data().iter().enumerate() {
         let k = checked_index(i, n, rows)?;
         let src = &u.data()[n * width..(n + 1) * width];
