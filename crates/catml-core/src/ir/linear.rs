@@ -1,6 +1,6 @@
 //! Primitives linear in one operand (gathers, scatters, layouts, broadcasts, sums, pools' sums,
 //! takes, selections by a fixed mask): each states its transpose once, and both derivative rules
-//! follow from it (`docs/derivatives.md`, linear maps).
+//! follow from it (`docs/derivatives.md`, "Linear maps state their transpose once").
 //!
 //! For y = A(x_k) with the other operands fixed data (indices, a key, the source of an argmax):
 //! the tangent is A(dx_k), the primitive itself applied to the tangent, and the cotangent of x_k
