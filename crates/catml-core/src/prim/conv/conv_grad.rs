@@ -141,6 +141,10 @@ impl Primitive for ConvInputGrad {
             Array::new(Shape::new(dims), dx).expect("kernel output size")
         ))
     }
+    fn is_contraction(&self) -> bool {
+        true
+    }
+
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         2 * self.geom(inputs[0].dims(), inputs[1].dims()).macs()
     }
@@ -274,6 +278,10 @@ impl Primitive for ConvWeightGrad {
             Array::new(Shape::new(dims), dw).expect("kernel output size")
         ))
     }
+    fn is_contraction(&self) -> bool {
+        true
+    }
+
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         2 * self.geom(inputs[0].dims(), inputs[1].dims()).macs()
     }
