@@ -213,7 +213,9 @@ fn value_and_grad_takes_a_policy() {
     let after = cost(sqrt.program(&types).unwrap()).peak_live_bytes;
     assert!(after < before, "{after} >= {before}");
     let (a, b) = (
-        plain.call(&Params::new(), std::slice::from_ref(&x)).unwrap(),
+        plain
+            .call(&Params::new(), std::slice::from_ref(&x))
+            .unwrap(),
         sqrt.call(&Params::new(), &[x]).unwrap(),
     );
     assert_eq!(a, b);
