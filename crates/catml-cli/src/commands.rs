@@ -55,6 +55,24 @@ fn batched(p: &Program, spec: &str, size: usize) -> Result<Program> {
     transform::vmap(p, size, &in_axes, &out_axes).map_err(|e| format!("--vmap `{spec}`: {e}"))
 }
 
+/// `catml cost --grad --checkpoint POLICY`: the cost of the VJP program under the policy, with
+/// the plain VJP program's peak live bytes, flops and residual bytes beside it.
+fn checkpointed_cost(p: &Program, module: &std::path::Path, policy: &str) -> Result<String> {
+    let parsed: ad::CheckpointPolicy = policy.parse().map_err(|e| format!("--checkpoint: {e}"))?;
+    let plain = ad::vjp(p).map_err(|e| in_file(module, e))?;
+    let kept = ad::vjp_with(p, &parsed).map_err(|e| in_file(module, e))?;
+    let (without, with) = (interp::cost(&plain.program), interp::cost(&kept.program));
+    let mut v = serde_json::to_value(&with).expect("serialisable");
+    v["residual_bytes"] = kept.residual_bytes().into();
+    v["checkpoint"] = json!({
+        "policy": parsed.to_string(),
+        "peak_live_bytes_without": without.peak_live_bytes,
+        "flops_without": without.flops,
+        "residual_bytes_without": plain.residual_bytes(),
+    });
+    Ok(to_text(&v))
+}
+
 fn type_json(ty: &TensorType) -> Value {
     json!({"dtype": ty.dtype, "shape": ty.dims()})
 }
@@ -301,11 +319,15 @@ pub fn run(command: Command) -> Result<String> {
         Command::Cost {
             module,
             grad,
+            checkpoint,
             params,
         } => {
             let p = read_module(&module)?;
             // Cost depends on types alone: the parameters are only checked against the module.
             module_params(&p, &params)?;
+            if let Some(policy) = checkpoint {
+                return checkpointed_cost(&p, &module, &policy);
+            }
             let p = if grad {
                 ad::vjp(&p).map_err(|e| in_file(&module, e))?.program
             } else {

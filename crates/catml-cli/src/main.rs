@@ -108,6 +108,10 @@ enum Command {
         /// Cost of the VJP program instead
         #[arg(long)]
         grad: bool,
+        /// With --grad: the VJP program recomputing what POLICY does not keep (nothing, dots,
+        /// sqrt, names:NAME,NAME,...), and its peak live bytes beside the plain VJP program's
+        #[arg(long, requires = "grad", value_name = "POLICY")]
+        checkpoint: Option<String>,
         #[command(flatten)]
         params: ParamArgs,
     },

@@ -162,6 +162,64 @@ fn cost_matches_the_library() {
     assert_eq!(c.flops, 2 * 36 + 4 * 6);
 }
 
+/// A chain of `n` tanh nodes over an f64[64] input, summed, as a listing file.
+fn tanh_chain_module(n: usize) -> PathBuf {
+    use catml::ir::{Builder, InputKind};
+    use catml::prim::Ops;
+    use catml::tensor::{DType, TensorType};
+    let mut b = Builder::new();
+    let mut h = b
+        .input("x", TensorType::new(DType::F64, [64]), InputKind::Data)
+        .unwrap();
+    for _ in 0..n {
+        h = b.tanh(h).unwrap();
+    }
+    let l = b.sum(h, None).unwrap();
+    let p = b.finish(&[l]).unwrap();
+    scratch(&format!("tanh-chain-{n}.catml"), &listing::print(&p))
+}
+
+#[test]
+fn cost_with_a_checkpoint_policy_reports_the_peak_with_and_without_it() {
+    let m = tanh_chain_module(16);
+    let p = listing::parse(
+        &std::fs::read_to_string(&m).unwrap(),
+        catml::prim::builtins(),
+    )
+    .unwrap();
+    let policy = catml::ad::CheckpointPolicy::SqrtSegments;
+    let plain = interp::cost(&catml::ad::vjp(&p).unwrap().program);
+    let kept = catml::ad::vjp_with(&p, &policy).unwrap();
+    let v = ok_json(&[&"cost", &m, &"--grad", &"--checkpoint", &"sqrt"]);
+    assert_eq!(
+        v["peak_live_bytes"],
+        interp::cost(&kept.program).peak_live_bytes
+    );
+    assert_eq!(v["residual_bytes"], kept.residual_bytes());
+    assert_eq!(v["checkpoint"]["policy"], "sqrt");
+    assert_eq!(
+        v["checkpoint"]["peak_live_bytes_without"],
+        plain.peak_live_bytes
+    );
+    assert_eq!(v["checkpoint"]["flops_without"], plain.flops);
+    assert!(v["peak_live_bytes"].as_u64().unwrap() < plain.peak_live_bytes);
+    // Without --checkpoint, --grad reports the plain VJP program.
+    let v = ok_json(&[&"cost", &m, &"--grad"]);
+    assert_eq!(v["peak_live_bytes"], plain.peak_live_bytes);
+}
+
+#[test]
+fn cost_rejects_a_checkpoint_policy_it_does_not_know_or_without_grad() {
+    let m = tanh_chain_module(2);
+    let e = fails(&[&"cost", &m, &"--grad", &"--checkpoint", &"everything"]);
+    assert!(
+        e.starts_with("--checkpoint: unknown checkpoint policy `everything`"),
+        "{e}"
+    );
+    let (e, _) = fails_with_hints(&[&"cost", &m, &"--checkpoint", &"sqrt"]);
+    assert!(e.contains("--grad"), "{e}");
+}
+
 #[test]
 fn eval_matches_the_library() {
     let v = ok_json(&[&"eval", &module(), &"--inputs", &inputs()]);

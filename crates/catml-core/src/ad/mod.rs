@@ -2,13 +2,16 @@
 //! programs, built from the primitives' own rules, so derivatives can be printed, serialised,
 //! evaluated and differentiated again.
 
+mod checkpoint;
 mod jvp;
 pub mod layout;
+mod remat;
 mod vjp;
 
+pub use checkpoint::{CheckpointPolicy, PolicyParseError};
 pub use jvp::{jvp, Jvp};
 pub use layout::{JvpLayout, Residual, Slot, VjpLayout};
-pub use vjp::{grad, grad_of, vjp, Vjp};
+pub use vjp::{grad, grad_of, grad_of_with, grad_with, vjp, vjp_with, Vjp};
 
 use crate::ir::{RuleError, TypeError};
 use crate::tensor::TensorType;

@@ -1,7 +1,9 @@
 //! Reverse mode (docs/reverse.md): initialise every cotangent to zero, add each output seed to its
 //! output, walk the nodes backwards and add each local response to every operand occurrence.
 
+use super::checkpoint::CheckpointPolicy;
 use super::layout::{name_outputs, slots, Residual, VjpLayout};
+use super::remat::rematerialise;
 use super::AdError;
 use crate::ir::{Builder, Def, InputKind, Program, Var};
 use crate::prim::Ops;
@@ -52,7 +54,41 @@ fn accumulate(
 /// The VJP transform: `p`'s inputs and one seed per output occurrence, to `p`'s outputs and
 /// the pullback of the seeds to every float input (see [`VjpLayout`]).
 pub fn vjp(p: &Program) -> Result<Vjp, AdError> {
-    reverse(p, Seeds::Inputs, None)
+    reverse(p, Seeds::Inputs, None, None)
+}
+
+/// As [`vjp`], with the backward part reading only the forward values `policy` keeps and
+/// recomputing the others just before it first reads them (`docs/checkpoint.md`). The
+/// recomputed nodes are copies of the forward nodes, so every output is bitwise the same as
+/// [`vjp`]'s; what changes is how long forward values stay live.
+///
+/// ```
+/// use catml_core::ad::{self, CheckpointPolicy};
+/// use catml_core::interp::{cost, eval};
+/// use catml_core::ir::{Builder, InputKind};
+/// use catml_core::prim::Ops;
+/// use catml_core::tensor::{DType, Tensor, TensorType};
+///
+/// let mut b = Builder::new();
+/// let mut h = b.input("x", TensorType::new(DType::F64, [64]), InputKind::Data).unwrap();
+/// for _ in 0..16 {
+///     h = b.tanh(h).unwrap();
+/// }
+/// let l = b.sum(h, None).unwrap();
+/// let p = b.finish(&[l]).unwrap();
+///
+/// let plain = ad::vjp(&p).unwrap();
+/// let sqrt = ad::vjp_with(&p, &CheckpointPolicy::SqrtSegments).unwrap();
+/// assert!(cost(&sqrt.program).peak_live_bytes < cost(&plain.program).peak_live_bytes);
+/// assert!(sqrt.residual_bytes() < plain.residual_bytes());
+///
+/// let x = Tensor::f64([64], (0..64).map(|i| i as f64 / 64.0).collect()).unwrap();
+/// let seed = Tensor::f64([], vec![1.0]).unwrap();
+/// let args = [x, seed];
+/// assert_eq!(eval(&sqrt.program, &args).unwrap(), eval(&plain.program, &args).unwrap());
+/// ```
+pub fn vjp_with(p: &Program, policy: &CheckpointPolicy) -> Result<Vjp, AdError> {
+    reverse(p, Seeds::Inputs, None, Some(policy))
 }
 
 /// The gradient program: `p`'s inputs to `p`'s outputs and the gradient of the first output
@@ -76,20 +112,35 @@ pub fn vjp(p: &Program) -> Result<Vjp, AdError> {
 /// assert_eq!(g.program.name(g.program.outputs()[2]), "grad.x");
 /// ```
 pub fn grad(p: &Program) -> Result<Vjp, AdError> {
-    reverse(p, Seeds::FirstIsOne, None)
+    reverse(p, Seeds::FirstIsOne, None, None)
+}
+
+/// As [`grad`], recomputing what `policy` does not keep (see [`vjp_with`]).
+pub fn grad_with(p: &Program, policy: &CheckpointPolicy) -> Result<Vjp, AdError> {
+    reverse(p, Seeds::FirstIsOne, None, Some(policy))
 }
 
 /// As [`grad`], with gradients only for the inputs at these positions of `p` (the others
 /// get no output, and the nodes only they needed are pruned).
 pub fn grad_of(p: &Program, wrt: &[usize]) -> Result<Vjp, AdError> {
-    reverse(p, Seeds::FirstIsOne, Some(wrt))
+    reverse(p, Seeds::FirstIsOne, Some(wrt), None)
+}
+
+/// As [`grad_of`], recomputing what `policy` does not keep (see [`vjp_with`]).
+pub fn grad_of_with(p: &Program, wrt: &[usize], policy: &CheckpointPolicy) -> Result<Vjp, AdError> {
+    reverse(p, Seeds::FirstIsOne, Some(wrt), Some(policy))
 }
 
 fn build_error(e: impl std::fmt::Display) -> AdError {
     AdError::Build(e.to_string())
 }
 
-fn reverse(p: &Program, seeds: Seeds, wrt: Option<&[usize]>) -> Result<Vjp, AdError> {
+fn reverse(
+    p: &Program,
+    seeds: Seeds,
+    wrt: Option<&[usize]>,
+    policy: Option<&CheckpointPolicy>,
+) -> Result<Vjp, AdError> {
     let mut b = Builder::from_program(p);
     let n_fwd = p.n_vars();
     let mut cot: Vec<Option<Var>> = vec![None; n_fwd];
@@ -187,6 +238,13 @@ fn reverse(p: &Program, seeds: Seeds, wrt: Option<&[usize]>) -> Result<Vjp, AdEr
     let fwd_kept = (0..p.n_nodes())
         .filter(|&i| map[n_in + i].is_some())
         .count();
+    let (program, fwd_kept) = match policy {
+        None => (program, fwd_kept),
+        Some(policy) => {
+            let kept = policy.kept(&program, fwd_kept);
+            rematerialise(&program, fwd_kept, &kept)?
+        }
+    };
     let residuals = residuals_of(&program, p.n_inputs(), fwd_kept);
     Ok(Vjp {
         program,

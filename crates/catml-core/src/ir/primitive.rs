@@ -185,6 +185,13 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         output.numel() as u64
     }
 
+    /// Whether the primitive contracts its operands (a matrix product or a convolution): its
+    /// result costs far more to compute than to keep, so the `dots` checkpoint policy saves it
+    /// (`docs/checkpoint.md`).
+    fn is_contraction(&self) -> bool {
+        false
+    }
+
     /// Which claim the derivative rules make.
     fn rule(&self) -> RuleKind {
         RuleKind::Exact

@@ -6,7 +6,8 @@ use super::outputs::Outputs;
 use super::staged::{staged_methods, Options, Stage, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
-use crate::ad::{self, Vjp};
+use crate::ad::{self, CheckpointPolicy, Vjp};
+use crate::interp;
 use crate::ir::Program;
 use crate::tensor::{Params, Tensor, TensorType};
 
@@ -22,8 +23,12 @@ pub struct ValueAndGrads {
 fn compile(location: CallSite, traced: &Traced, options: &Options) -> Result<Vjp, TraceError> {
     check_scalar(location, "grad", &traced.program)?;
     let p = &traced.program;
+    let policy = options.checkpoint.as_ref();
     let Some(argnums) = &options.argnums else {
-        return Ok(ad::grad(p)?);
+        return Ok(match policy {
+            None => ad::grad(p)?,
+            Some(policy) => ad::grad_with(p, policy)?,
+        });
     };
     let n_data = p.data_indices().len();
     if let Some(&index) = argnums.iter().find(|&&k| k >= n_data) {
@@ -35,7 +40,10 @@ fn compile(location: CallSite, traced: &Traced, options: &Options) -> Result<Vjp
     }
     // Data inputs come first in a traced program; parameters are always differentiated.
     let wrt: Vec<usize> = argnums.iter().copied().chain(p.param_indices()).collect();
-    Ok(ad::grad_of(p, &wrt)?)
+    Ok(match policy {
+        None => ad::grad_of(p, &wrt)?,
+        Some(policy) => ad::grad_of_with(p, &wrt, policy)?,
+    })
 }
 
 fn vjp_program(v: &Vjp) -> &Program {
@@ -105,9 +113,15 @@ where
     /// others' entries in [`Grads::inputs`] are `None`. Parameters are always differentiated.
     /// A position past the last data input is an error at the first call.
     pub fn argnums(mut self, argnums: &[usize]) -> Self {
-        self.staged.set_options(Options {
-            argnums: Some(argnums.to_vec()),
-        });
+        self.staged
+            .set_options(|o| o.argnums = Some(argnums.to_vec()));
+        self
+    }
+
+    /// Recomputes in the reverse pass what `policy` does not keep ([`ad::grad_with`]): less
+    /// memory, the same gradients bit for bit.
+    pub fn checkpoint(mut self, policy: CheckpointPolicy) -> Self {
+        self.staged.set_options(|o| o.checkpoint = Some(policy));
         self
     }
 
@@ -154,9 +168,15 @@ where
     /// others' entries in [`Grads::inputs`] are `None`. Parameters are always differentiated.
     /// A position past the last data input is an error at the first call.
     pub fn argnums(mut self, argnums: &[usize]) -> Self {
-        self.staged.set_options(Options {
-            argnums: Some(argnums.to_vec()),
-        });
+        self.staged
+            .set_options(|o| o.argnums = Some(argnums.to_vec()));
+        self
+    }
+
+    /// Recomputes in the reverse pass what `policy` does not keep ([`ad::grad_with`]): less
+    /// memory, the same gradients bit for bit.
+    pub fn checkpoint(mut self, policy: CheckpointPolicy) -> Self {
+        self.staged.set_options(|o| o.checkpoint = Some(policy));
         self
     }
 

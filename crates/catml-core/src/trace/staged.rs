@@ -10,6 +10,7 @@ use super::error::{CallSite, TraceError};
 use super::outputs::Outputs;
 use super::tracing::{trace_at, Traced};
 use super::value::Value;
+use crate::ad::CheckpointPolicy;
 use crate::interp::{self, EvalError, EvalOptions, EvalPlan, EvalReport};
 use crate::ir::Program;
 use crate::tensor::{Tensor, TensorType};
@@ -46,6 +47,8 @@ impl<C> Stage<C> {
 pub(crate) struct Options {
     /// Differentiate only these data inputs (by position); `None`: all of them.
     pub(crate) argnums: Option<Vec<usize>>,
+    /// Recompute in the reverse pass what this policy does not keep (`ad::vjp_with`).
+    pub(crate) checkpoint: Option<CheckpointPolicy>,
 }
 
 /// A model function and its stages by input types.
@@ -66,9 +69,9 @@ impl<F, C> Staged<F, C> {
         }
     }
 
-    /// New options: stages made under the old ones are dropped.
-    pub(crate) fn set_options(&mut self, options: Options) {
-        self.options = options;
+    /// Changes the options: stages made under the old ones are dropped.
+    pub(crate) fn set_options(&mut self, change: impl FnOnce(&mut Options)) {
+        change(&mut self.options);
         self.stages.clear();
     }
 

@@ -6,7 +6,8 @@ use super::outputs::Outputs;
 use super::staged::{staged_methods, Options, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
-use crate::ad::{self, Vjp};
+use crate::ad::{self, CheckpointPolicy, Vjp};
+use crate::interp;
 use crate::ir::Program;
 use crate::tensor::{Params, Tensor, TensorType};
 
@@ -19,8 +20,11 @@ pub struct VjpOutput {
     pub cotangents: Grads,
 }
 
-fn compile(_: CallSite, traced: &Traced, _: &Options) -> Result<Vjp, TraceError> {
-    Ok(ad::vjp(&traced.program)?)
+fn compile(_: CallSite, traced: &Traced, options: &Options) -> Result<Vjp, TraceError> {
+    Ok(match &options.checkpoint {
+        None => ad::vjp(&traced.program)?,
+        Some(policy) => ad::vjp_with(&traced.program, policy)?,
+    })
 }
 
 fn vjp_program(v: &Vjp) -> &Program {
@@ -51,6 +55,13 @@ where
     O: Outputs,
 {
     staged_methods!(compile, vjp_program);
+
+    /// Recomputes in the reverse pass what `policy` does not keep ([`ad::vjp_with`]): less
+    /// memory, the same cotangents bit for bit.
+    pub fn checkpoint(mut self, policy: CheckpointPolicy) -> Self {
+        self.staged.set_options(|o| o.checkpoint = Some(policy));
+        self
+    }
 
     /// The outputs at these parameters and inputs, and the pullback of `cotangents`.
     #[track_caller]

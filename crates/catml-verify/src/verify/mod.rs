@@ -18,12 +18,14 @@
 //! | `backend_simulation` | per-primitive f32 local error budgets; the error recurrence bound on sequential chains (docs/backend.md) |
 //! | `lowerings` | composite kernels against their lowerings into the core fragment |
 //! | `vmap` | generated programs batched by `vmap` with random axes, against a loop of evaluations, bitwise |
+//! | `checkpoint` | generated programs' VJP under every checkpoint policy against the plain VJP, bitwise; only kept values read |
 //!
 //! [`run`] returns [`Results`]; nothing here prints. Progress goes to a [`Progress`] observer.
 //! Every family draws from its own `ChaCha8Rng` seeded from the run's seed and its name, so one
 //! seed gives one results file apart from the wall times.
 
 mod backend;
+mod checkpoint;
 mod edge;
 mod gathers;
 pub mod generate;
@@ -291,6 +293,7 @@ const FAMILIES: &[(&str, FamilyFn)] = &[
     ("backend_simulation", backend::run),
     ("lowerings", lowering::run),
     ("vmap", vmap::run),
+    ("checkpoint", checkpoint::run),
 ];
 
 /// The families' names, in report order.

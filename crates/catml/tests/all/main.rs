@@ -7,6 +7,7 @@ mod support;
 mod adjoint;
 mod api;
 mod category_laws;
+mod checkpoint;
 mod composite_edges;
 mod composites;
 mod conv_pool;

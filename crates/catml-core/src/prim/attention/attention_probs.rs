@@ -131,6 +131,10 @@ impl Primitive for AttentionProbs {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
+    fn is_contraction(&self) -> bool {
+        true
+    }
+
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         // Q K^T, then the softmax.
         output.numel() as u64 * (2 * inputs[0].dims()[3] as u64 + 5)

@@ -100,6 +100,10 @@ impl Primitive for Sdpa {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
+    fn is_contraction(&self) -> bool {
+        true
+    }
+
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         let (q, k) = (inputs[0].dims(), inputs[1].dims());
         let scores = (q[0] * q[1] * q[2] * k[2]) as u64;

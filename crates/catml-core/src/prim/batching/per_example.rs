@@ -244,6 +244,9 @@ impl Primitive for PerExample {
     fn smooth(&self) -> bool {
         self.inner.smooth()
     }
+    fn is_contraction(&self) -> bool {
+        self.inner.is_contraction()
+    }
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         match self.example_types(inputs) {
             Ok((types, size)) => size as u64 * self.inner.flops(&types, &without_lead(output)),

@@ -144,6 +144,10 @@ impl Primitive for ConvInputGrad {
             Array::new(Shape::new(dims), dx).expect("kernel output size")
         ))
     }
+    fn is_contraction(&self) -> bool {
+        true
+    }
+
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         2 * self.geom(inputs[0].dims(), inputs[1].dims()).macs()
     }
@@ -280,6 +284,10 @@ impl Primitive for ConvWeightGrad {
             Array::new(Shape::new(dims), dw).expect("kernel output size")
         ))
     }
+    fn is_contraction(&self) -> bool {
+        true
+    }
+
     fn flops(&self, inputs: &[TensorType], _output: &TensorType) -> u64 {
         2 * self.geom(inputs[0].dims(), inputs[1].dims()).macs()
     }

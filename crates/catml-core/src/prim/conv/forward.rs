@@ -101,6 +101,10 @@ impl Primitive for Conv {
             Array::new(Shape::new(self.spec.out_dims(&g)), y).expect("kernel output size")
         ))
     }
+    fn is_contraction(&self) -> bool {
+        true
+    }
+
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         let g = self.spec.geom(inputs[0].dims(), inputs[1].dims());
         let bias = if inputs.len() == 3 {

@@ -212,6 +212,10 @@ impl Primitive for BatchMatMul {
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         Some(self.exact(x[0], x[1]))
     }
+    fn is_contraction(&self) -> bool {
+        true
+    }
+
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         let s = self.sizes(inputs[0].dims(), inputs[1].dims());
         2 * output.numel() as u64 * s.k as u64

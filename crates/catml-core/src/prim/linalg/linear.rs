@@ -110,6 +110,10 @@ impl Primitive for Linear {
         };
         Some(Array::new(dims, y).map_err(|e| KernelError::Unsupported(e.to_string())))
     }
+    fn is_contraction(&self) -> bool {
+        true
+    }
+
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         let inp = inputs[1].dims()[1] as u64;
         output.numel() as u64 * (2 * inp + 1)

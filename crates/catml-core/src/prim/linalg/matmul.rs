@@ -124,6 +124,10 @@ impl Primitive for MatMul {
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         Some(self.run(x, matmul_generic))
     }
+    fn is_contraction(&self) -> bool {
+        true
+    }
+
     fn flops(&self, inputs: &[TensorType], output: &TensorType) -> u64 {
         let k = if self.transpose_a {
             inputs[0].dims()[0]
