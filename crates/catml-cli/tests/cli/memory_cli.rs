@@ -9,8 +9,12 @@ use std::time::{Duration, Instant};
 use catml::interp;
 
 fn scratch(name: &str, text: &str) -> PathBuf {
+    // Tests run in parallel and share these files: write aside, then rename, so that no test
+    // reads a file another is halfway through writing.
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("memory-{name}"));
-    std::fs::write(&path, text).unwrap();
+    let aside = path.with_extension(format!("{:?}", std::thread::current().id()));
+    std::fs::write(&aside, text).unwrap();
+    std::fs::rename(&aside, &path).unwrap();
     path
 }
 

@@ -7,7 +7,6 @@ use super::staged::{staged_methods, Options, Staged};
 use super::tracing::{arguments, Traced};
 use super::value::Value;
 use crate::ad::{self, CheckpointPolicy, Vjp};
-use crate::interp;
 use crate::ir::Program;
 use crate::tensor::{Params, Tensor, TensorType};
 
