@@ -57,6 +57,11 @@ fn run() -> Result<(), String> {
     let opset: i64 = arg(&args, "--opset", catml_onnx::DEFAULT_EXPORT_OPSET)?;
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let opts = ExportOptions { opset };
+    let prims: Vec<String> = GenConfig::default()
+        .prims
+        .into_iter()
+        .filter(|n| !catml_onnx::NOT_EXPORTED.contains(&n.as_str()))
+        .collect();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut lowered: BTreeMap<String, usize> = BTreeMap::new();
     let mut native: BTreeMap<String, usize> = BTreeMap::new();
@@ -65,6 +70,7 @@ fn run() -> Result<(), String> {
         let cfg = GenConfig {
             n_nodes: rng.random_range(2..=16),
             dtype,
+            prims: prims.clone(),
             ..GenConfig::default()
         };
         let s = rng.random::<u64>();

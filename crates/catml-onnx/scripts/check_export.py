@@ -30,7 +30,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-DTYPES = {"f32": np.float32, "f64": np.float64, "i64": np.int64}
+DTYPES = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "bool": np.bool_}
 F64_TOL = 1e-9
 # onnxruntime's float Atan, Erf and Gelu are not correctly rounded; CatML's kernels are.
 RUNTIME_APPROX = {"atan", "erf", "gelu"}

@@ -29,7 +29,7 @@ use std::path::Path;
 pub use error::OnnxError;
 pub use export::{
     export, export_jvp, export_vjp, write_model, ExportError, ExportOptions, Exported,
-    DEFAULT_EXPORT_OPSET, MAX_EXPORT_OPSET, MIN_EXPORT_OPSET,
+    DEFAULT_EXPORT_OPSET, MAX_EXPORT_OPSET, MIN_EXPORT_OPSET, NOT_EXPORTED,
 };
 pub use import::{
     import, import_bound, opset_of, unsupported_nodes, Bound, Imported, Shapes, MAX_OPSET,

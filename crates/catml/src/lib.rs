@@ -63,17 +63,21 @@
 //! (the user-facing API) < [`nn`] (layers and initialisers) and [`optim`] (optimisers) <
 //! [`diagram`] (diagrams of models compiled to one loss program) < [`train`] (data, the training
 //! loop, checkpoints, metrics, TOML specs) and [`verify`] (the verification bundle). Nothing
-//! below [`trace`] knows that tracing exists.
+//! below [`trace`] knows that tracing exists. [`onnx`] reads ONNX models as programs and writes
+//! programs, and their derivative programs, as ONNX models.
 //!
 //! # Crates
 //!
 //! This crate gathers the workspace under one name. A user who needs only part of it depends on
 //! that part: `catml-core` (tensor, ir, prim, interp, ad, transform, trace: no training, data or
-//! plotting dependencies), `catml-nn` (nn, optim), `catml-train` (diagram, train) and
-//! `catml-verify` (verify).
+//! plotting dependencies), `catml-nn` (nn, optim), `catml-train` (diagram, train),
+//! `catml-verify` (verify) and `catml-onnx` (onnx).
 
 pub use catml_core::{ad, interp, ir, prim, tensor, trace, transform};
 pub use catml_nn::{nn, optim};
+/// ONNX import ([`onnx::import`], [`onnx::read_file`]) and export ([`onnx::export`],
+/// [`onnx::export_vjp`], [`onnx::export_jvp`], [`onnx::write_model`]).
+pub use catml_onnx as onnx;
 pub use catml_train::{diagram, train};
 pub use catml_verify::verify;
 

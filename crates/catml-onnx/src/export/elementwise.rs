@@ -6,7 +6,7 @@ use catml_core::tensor::DType;
 
 use super::families::MapFn;
 use super::graph::{Mapped, Site};
-use super::proto_build::{attribute, elem_of, Attr};
+use super::proto_build::{attribute, Attr};
 use super::ExportError;
 
 type R = Result<Mapped, ExportError>;
@@ -35,6 +35,16 @@ pub(crate) const SAME: &[(&str, &str)] = &[
     (names::POW, "Pow"),
     (names::MAXIMUM, "Max"),
     (names::MINIMUM, "Min"),
+    (names::EQUAL, "Equal"),
+    (names::LESS, "Less"),
+    (names::LESS_EQUAL, "LessOrEqual"),
+    (names::GREATER, "Greater"),
+    (names::GREATER_EQUAL, "GreaterOrEqual"),
+    (names::LOGICAL_NOT, "Not"),
+    (names::LOGICAL_AND, "And"),
+    (names::LOGICAL_OR, "Or"),
+    (names::LOGICAL_XOR, "Xor"),
+    (names::WHERE, "Where"),
 ];
 
 /// The others, written as short compositions.
@@ -85,11 +95,9 @@ fn in_f64(s: &mut Site, f: impl FnOnce(&mut Site, &str, DType) -> String) -> R {
         let y = f(s, &x, s.dtype());
         return Ok(s.emit("Identity", &[&y], vec![]));
     }
-    let wide = vec![attribute("to", Attr::Int(elem_of(DType::F64) as i64))];
-    let x64 = s.tmp("Cast", &[&x], wide);
+    let x64 = s.cast(&x, DType::F64);
     let y = f(s, &x64, DType::F64);
-    let narrow = vec![attribute("to", Attr::Int(elem_of(DType::F32) as i64))];
-    Ok(s.emit("Cast", &[&y], narrow))
+    Ok(s.emit_cast(&y))
 }
 
 /// ln(1 + x): ONNX has no log1p.
@@ -173,19 +181,22 @@ fn elu(s: &mut Site) -> R {
     })
 }
 
-/// Gelu is an operator from opset 20 (f32 here: onnxruntime's double Gelu is not accurate to
-/// f64). Otherwise the tanh form goes through the row's lowering and the erf form is written
-/// as x (1 + erf(x / √2)) / 2.
+/// Gelu is an operator from opset 20: f32 operands go through onnxruntime's double Gelu and
+/// are rounded once (its float Gelu exceeds the kernel's budget; its double one is not accurate
+/// to f64, so f64 operands are composed). Otherwise the tanh form goes through the row's
+/// lowering and the erf form is written as x (1 + erf(x / √2)) / 2.
 fn gelu(s: &mut Site) -> R {
     let x = s.x[0].clone();
     let tanh = s.attr_bool("approximate");
     if s.g.opset >= 20 && s.dtype() == DType::F32 {
         let approx = if tanh { "tanh" } else { "none" };
-        return Ok(s.emit(
-            "Gelu",
-            &[&x],
-            vec![attribute("approximate", Attr::Str(approx))],
-        ));
+        return in_f64(s, |s, x, _| {
+            s.tmp(
+                "Gelu",
+                &[x],
+                vec![attribute("approximate", Attr::Str(approx))],
+            )
+        });
     }
     if tanh {
         return Ok(Mapped::Lower);
@@ -209,15 +220,12 @@ fn clip(s: &mut Site) -> R {
     Ok(s.emit("Clip", &[&x, &lo, &hi], vec![]))
 }
 
-/// x^n for an integer n: Pow with the exponent as a constant of the operand's dtype.
+/// x^n for an integer n: Pow with the exponent as a constant of the operand's dtype; f32 in
+/// f64 and rounded once (onnxruntime's float Pow exceeds the kernel's budget).
 fn powi(s: &mut Site) -> R {
-    let x = s.x[0].clone();
     let n = s.attrs.get("n").and_then(|v| v.as_i64()).unwrap_or(1);
-    let d = if s.dtype() == DType::I64 {
-        DType::I64
-    } else {
-        s.dtype()
-    };
-    let e = s.const_scalar(n as f64, d);
-    Ok(s.emit("Pow", &[&x, &e], vec![]))
+    in_f64(s, |s, x, d| {
+        let e = s.const_scalar(n as f64, d);
+        s.tmp("Pow", &[x, &e], vec![])
+    })
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use catml_core::ir::{Attrs, Builder, InputKind, Primitive, Program, Var};
 use catml_core::tensor::{DType, Tensor, TensorType};
 
-use super::proto_build::{attribute, i64_proto, tensor_proto, Attr};
+use super::proto_build::{attribute, elem_of, i64_proto, tensor_proto, Attr};
 use super::{families, ExportError};
 use crate::proto::{AttributeProto, NodeProto};
 
@@ -133,6 +133,9 @@ pub(crate) enum Mapped {
     Done,
     /// It has no operator for this case (an attribute, dtype or opset): use the lowering.
     Lower,
+    /// Use the lowering, computed in f64 and rounded once: the primitive's f32 kernel keeps to
+    /// a budget its lowering's f32 roundings exceed.
+    LowerInF64,
 }
 
 /// One application as a mapping sees it.
@@ -160,6 +163,17 @@ impl Site<'_> {
     pub fn tmp(&mut self, op: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> String {
         let hint = format!("{}/{}", self.out, op);
         self.g.op(op, inputs, attrs, &hint)
+    }
+
+    /// `v` converted to `to` by an intermediate Cast node.
+    pub fn cast(&mut self, v: &str, to: DType) -> String {
+        self.tmp("Cast", &[v], cast_to(to))
+    }
+
+    /// Writes the final node: `v` converted to the output's dtype.
+    pub fn emit_cast(&mut self, v: &str) -> Mapped {
+        let to = cast_to(self.dtype());
+        self.emit("Cast", &[v], to)
     }
 
     pub fn const_i64(&mut self, vals: &[i64]) -> String {
@@ -215,6 +229,11 @@ impl Site<'_> {
             })
             .collect()
     }
+}
+
+/// Cast's attribute for a conversion to `to`.
+fn cast_to(to: DType) -> Vec<AttributeProto> {
+    vec![attribute("to", Attr::Int(elem_of(to) as i64))]
 }
 
 /// The place of the program node being exported, for errors.
@@ -312,8 +331,44 @@ fn export_node(
                 return Ok(());
             }
             Mapped::Lower => {}
+            Mapped::LowerInF64 if ty.dtype == DType::F32 => {
+                let wide = |t: &TensorType| match t.dtype {
+                    DType::F32 => TensorType::new(DType::F64, t.shape.clone()),
+                    _ => t.clone(),
+                };
+                let hint = format!("{out}/f64");
+                let x64: Vec<String> = x
+                    .iter()
+                    .zip(&xt)
+                    .map(|(v, t)| match t.dtype {
+                        DType::F32 => g.op("Cast", &[v], cast_to(DType::F64), &hint),
+                        _ => v.clone(),
+                    })
+                    .collect();
+                let xt64: Vec<TensorType> = xt.iter().map(wide).collect();
+                let y64 = g.fresh(&hint);
+                lower(g, prim, x64, xt64, wide(&ty), y64.clone(), place, depth)?;
+                g.node("Cast", &[&y64], &[&out], cast_to(DType::F32));
+                return Ok(());
+            }
+            Mapped::LowerInF64 => {}
         }
     }
+    lower(g, prim, x, xt, ty, out, place, depth)
+}
+
+/// One application as its lowering, or an error naming the node.
+#[allow(clippy::too_many_arguments)]
+fn lower(
+    g: &mut Graph,
+    prim: &dyn Primitive,
+    x: Vec<String>,
+    xt: Vec<TensorType>,
+    ty: TensorType,
+    out: String,
+    place: &NodePlace,
+    depth: usize,
+) -> Result<(), ExportError> {
     let unexportable = |why: String| ExportError::Unexportable {
         index: place.index,
         name: place.name.clone(),

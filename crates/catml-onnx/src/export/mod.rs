@@ -39,6 +39,7 @@ use std::collections::BTreeMap;
 
 use catml_core::ad;
 use catml_core::ir::Program;
+use catml_core::prim::names;
 use catml_core::tensor::{Params, TensorType};
 
 use crate::proto::{GraphProto, ModelProto, OperatorSetIdProto};
@@ -53,6 +54,18 @@ pub const MIN_EXPORT_OPSET: i64 = 18;
 pub const MAX_EXPORT_OPSET: i64 = 23;
 /// The opset written unless asked otherwise.
 pub const DEFAULT_EXPORT_OPSET: i64 = 21;
+
+/// Primitives with no ONNX mapping and no lowering: a program holding one is refused with
+/// [`ExportError::Unexportable`]. Random draws follow CatML's counter-based generator, which no
+/// ONNX operator computes; `per_example` is a batching construct that `vmap` removes.
+pub const NOT_EXPORTED: &[&str] = &[
+    names::DROPOUT,
+    names::RANDOM_UNIFORM,
+    names::RANDOM_NORMAL,
+    names::RANDOM_SPLIT,
+    names::RANDOM_FOLD_IN,
+    names::PER_EXAMPLE,
+];
 
 /// How to export.
 #[derive(Debug, Clone)]

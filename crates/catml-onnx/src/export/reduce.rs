@@ -11,6 +11,7 @@ type R = Result<Mapped, ExportError>;
 
 pub(crate) const OPS: &[(&str, MapFn)] = &[
     (names::SUM, sum),
+    (names::ARGMAX, argmax),
     (names::REDUCE_MAX, reduce_max),
     (names::MAX_WEIGHTS, max_weights),
 ];
@@ -43,6 +44,20 @@ fn reduce(s: &mut Site, op: &str, x: &str, keep: bool) -> Result<String, ExportE
         s.emit(op, &[x, &ax], attrs);
         s.out.clone()
     })
+}
+
+/// ArgMax without the axis; ties go to the first index, as in the primitive.
+fn argmax(s: &mut Site) -> R {
+    let Some(axis) = s.attr_usize("axis") else {
+        return Ok(Mapped::Lower);
+    };
+    let x = s.x[0].clone();
+    let attrs = vec![
+        attribute("axis", Attr::Int(axis as i64)),
+        attribute("keepdims", Attr::Int(0)),
+        attribute("select_last_index", Attr::Int(0)),
+    ];
+    Ok(s.emit("ArgMax", &[&x], attrs))
 }
 
 fn sum(s: &mut Site) -> R {

@@ -317,8 +317,7 @@ fn draw_max_pool(d: &mut dyn Draw) -> Result<Drawn, DrawError> {
 }
 
 /// The argmax source of the max-pool helpers: a grid constant (1/256 steps in [-1, 1]), so
-/// the lowering's running maximum m + relu(x - m) is exact and finds the kernel's argmax; a
-/// near-tie within rounding would flip it.
+/// exact ties are frequent and the first-maximum rule is exercised.
 fn argmax_source(d: &mut dyn Draw, like: Drawn) -> Result<Drawn, DrawError> {
     let ty = d.ty(like.var);
     d.constant_of(&ty)

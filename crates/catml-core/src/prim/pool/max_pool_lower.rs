@@ -4,16 +4,16 @@
 //! For each window, fold over its taps k in row-major order, starting from the first tap that
 //! reads input:
 //!
-//!   m ← m + mask_k · relu(x_k − m)
+//!   take_k = mask_k · step(x_k − m),   m ← take_k · x_k + (1 − take_k) · m
 //!
 //! where mask_k is the constant 0/1 pattern of windows whose tap k reads input (padding never
-//! takes part). relu'(0) = 0 means a tap equal to the running maximum does not take over, so the
-//! derivative of this fold goes to the first maximal element: the same tie rule as the kernel.
-//! The fold is exact when the differences x_k − m are exact (small integers, for instance);
-//! otherwise it matches the kernel to rounding.
+//! takes part). step(0) = 0 means a tap equal to the running maximum does not take over, so the
+//! fold and its derivative go to the first maximal element: the same tie rule as the kernel.
+//! x_k − m > 0 exactly when x_k > m (IEEE subtraction of distinct values is never zero), and a
+//! blend by a 0/1 weight is exact, so the fold equals the kernel bitwise for finite inputs.
 //!
-//! With take_k = mask_k · step(x_k − m) (1 where tap k takes over), the helpers are:
-//! - select(x, t):  s ← s + take_k · (t_k − s), from s = t at the first tap;
+//! The helpers reuse take_k:
+//! - select(x, t):  s ← take_k · t_k + (1 − take_k) · s, from s = t at the first tap;
 //! - scatter(x, u): the winner of a window is the last tap that took over (or the first tap if
 //!   none did): win_k = take'_k · Π_{j>k} (1 − take'_j), with take'_k = take_k + first_k; then
 //!   x̄ = Σ_k spread_k(win_k · u), spread_k putting each window's value back at its tap-k input.
@@ -148,15 +148,23 @@ impl<'a> Lowering<'a> {
         let mut takes = Vec::new();
         for (&tap, &xk) in taps.iter().zip(xs) {
             let d = self.minus(xk, m)?;
+            let s = self.b.heaviside(d)?;
+            let take = self.masked(s, tap)?;
+            m = self.blend(take, xk, m)?;
             if want_takes {
-                let s = self.b.heaviside(d)?;
-                takes.push(self.masked(s, tap)?);
+                takes.push(take);
             }
-            let r = self.b.relu(d)?;
-            let r = self.masked(r, tap)?;
-            m = self.b.add(m, r)?;
         }
         Ok((m, takes))
+    }
+
+    /// take · a + (1 − take) · c for a 0/1 `take`: exactly a or c, never a rounded mix.
+    fn blend(&mut self, take: Var, a: Var, c: Var) -> Result<Var, TypeError> {
+        let one = self.b.full_like(1.0, take)?;
+        let keep = self.minus(one, take)?;
+        let a = self.b.mul(take, a)?;
+        let c = self.b.mul(keep, c)?;
+        self.b.add(a, c)
     }
 }
 
@@ -184,9 +192,7 @@ pub fn select(b: &mut Builder, attrs: &Pool2dAttrs, x: Var, t: Var) -> Result<Va
     let (_, takes) = l.fold(&taps, &xs, true)?;
     let mut s = l.at_first(&taps, &ts)?;
     for (take, tk) in takes.into_iter().zip(ts) {
-        let diff = l.minus(tk, s)?;
-        let step = l.b.mul(take, diff)?;
-        s = l.b.add(s, step)?;
+        s = l.blend(take, tk, s)?;
     }
     Ok(s)
 }
