@@ -499,11 +499,16 @@ pub fn run(command: Command) -> Result<String> {
         Command::Export {
             module,
             onnx,
+            train_step,
             opset,
             grad,
             jvp,
             params,
-        } => crate::export::run(&module, &onnx, opset, grad, jvp, &params),
+        } => match (train_step, onnx) {
+            (Some(out), _) => crate::export::train_step(&module, &out, opset),
+            (None, Some(out)) => crate::export::run(&module, &out, opset, grad, jvp, &params),
+            (None, None) => Err("export needs --onnx OUT.onnx or --train-step OUT.onnx".into()),
+        },
         Command::Ops {
             name,
             json,

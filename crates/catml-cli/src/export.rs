@@ -65,3 +65,31 @@ pub fn run(
         true,
     ))
 }
+
+/// `catml export SPEC.toml --train-step OUT.onnx`: the spec's whole training step as one
+/// model, its starting parameters as initializers; prints what was written.
+pub fn train_step(spec: &Path, out: &Path, opset: i64) -> Result<String, String> {
+    let (step, start) = catml::train::TrainStep::of_spec(spec).map_err(|e| e.to_string())?;
+    let opts = catml_onnx::ExportOptions { opset };
+    let exported = catml_onnx::export(step.program(), &start, &opts)
+        .map_err(|e| format!("{}: training step: {e}", spec.display()))?;
+    catml_onnx::write_model(&exported.model, out).map_err(|e| e.to_string())?;
+    let g = exported
+        .model
+        .graph
+        .as_ref()
+        .expect("export writes a graph");
+    Ok(render(
+        &json!({
+            "written": out.display().to_string(),
+            "opset": opset,
+            "nodes": g.node.len(),
+            "parameters": step.param_names(),
+            "state": step.buffer_names().chain(["step"]).collect::<Vec<_>>(),
+            "inputs": g.input.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+            "outputs": g.output.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(),
+            "lowered": exported.lowered,
+        }),
+        true,
+    ))
+}

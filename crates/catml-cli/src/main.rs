@@ -213,8 +213,12 @@ enum Command {
         #[arg(help = MODULE_HELP)]
         module: PathBuf,
         /// Where to write the ONNX model
-        #[arg(long, value_name = "OUT.onnx")]
-        onnx: PathBuf,
+        #[arg(long, value_name = "OUT.onnx", required_unless_present = "train_step")]
+        onnx: Option<PathBuf>,
+        /// MODULE is a training spec (TOML): write its whole training step (parameters,
+        /// optimiser state, `step` and a batch to `new:` values and the loss terms) here
+        #[arg(long, value_name = "OUT.onnx", conflicts_with_all = ["onnx", "grad", "jvp", "params"])]
+        train_step: Option<PathBuf>,
         /// The default-domain opset to write
         #[arg(long, default_value_t = catml_onnx::DEFAULT_EXPORT_OPSET, value_name = "N")]
         opset: i64,

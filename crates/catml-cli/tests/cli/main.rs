@@ -14,5 +14,6 @@ mod ops_cli;
 mod output_cli;
 mod params_cli;
 mod train;
+mod train_step_cli;
 mod verify_cmd;
 mod vmap_cli;

@@ -222,7 +222,7 @@ impl Builder {
 
     /// Renames node `v` to `hint` (or its next free `hint.k`); false, changing nothing, if
     /// `v` is an input or not a value of this builder.
-    pub(crate) fn rename_node(&mut self, v: Var, hint: &str) -> bool {
+    pub fn rename_node(&mut self, v: Var, hint: &str) -> bool {
         if !matches!(self.slots.get(v.index()), Some(Slot::Node(_))) {
             return false;
         }

@@ -112,6 +112,11 @@ impl Optimiser {
         &self.schedule
     }
 
+    /// The global norm gradients are clipped to, if any.
+    pub fn clip(&self) -> Option<f64> {
+        self.clip
+    }
+
     /// Steps taken so far.
     pub fn steps(&self) -> u64 {
         self.steps

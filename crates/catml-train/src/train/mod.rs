@@ -21,7 +21,9 @@ mod provenance;
 mod setup;
 mod shards;
 pub mod spec;
+mod step_update;
 mod table;
+mod train_step;
 mod trainer;
 
 pub use dataset::{Columns, Dataset};
@@ -39,4 +41,5 @@ pub use provenance::{file_digest, Provenance};
 pub use setup::{prepare, run_spec, run_spec_on, run_spec_with_outputs, Run, RunOptions};
 pub use shards::ShardLayout;
 pub use table::Table;
+pub use train_step::{TrainStep, STEP};
 pub use trainer::{Outputs, Trainer};

@@ -18,7 +18,7 @@ use super::plot::{write_plot_scaled, PlotScale};
 use super::provenance::Provenance;
 use super::shards::{fold, ShardLayout, Sharded};
 use super::{Dataset, EpochMetrics, Evaluation, Progress, TrainError};
-use crate::diagram::{Compiled, Diagram, Losses, Path};
+use crate::diagram::{Batch, Compiled, Diagram, Losses, Path};
 use crate::optim::Optimiser;
 use crate::tensor::Params;
 
@@ -208,6 +208,29 @@ impl Trainer {
 
     pub fn steps_per_epoch(&self) -> usize {
         self.train.n_rows().div_ceil(self.compiled.batch())
+    }
+
+    /// The batches the next epoch takes, in order, without advancing the shuffling generator:
+    /// what a [`TrainStep`](super::TrainStep) is given to follow this trainer step for step
+    /// (a sharded trainer adds the same batch's pieces, so it agrees to rounding).
+    pub fn next_epoch_batches(&self) -> Vec<Batch> {
+        let mut rng = self.rng.clone();
+        let mut order: Vec<usize> = (0..self.train.n_rows()).collect();
+        order.shuffle(&mut rng);
+        order
+            .chunks(self.compiled.batch())
+            .map(|rows| {
+                make_batch(
+                    &self.diagram,
+                    &self.needs,
+                    &self.train,
+                    rows,
+                    self.compiled.batch(),
+                    self.compiled.dtype(),
+                    Norm::PerBatch,
+                )
+            })
+            .collect()
     }
 
     /// Loss, terms, defects and accuracies on `data` with the current parameters.

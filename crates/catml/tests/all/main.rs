@@ -39,5 +39,6 @@ mod tied_block;
 mod tiny_mlp;
 mod trace;
 mod train;
+mod train_step;
 mod verify_bundle;
 mod vmap;
