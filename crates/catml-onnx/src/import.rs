@@ -430,7 +430,12 @@ impl<'m> Importer<'m> {
             return Ok(outs);
         }
         let p = scratch.finish(&vars).map_err(|e| err(e.to_string()))?;
-        let vals = interp::eval(&p, &[]).map_err(|e| err(e.to_string()))?;
+        // Constants may be infinite (masks of -inf): folding computes what the model does.
+        let options = interp::EvalOptions {
+            check_non_finite: false,
+            ..interp::EvalOptions::default()
+        };
+        let vals = interp::eval_with_options(&p, &[], options).map_err(|e| err(e.to_string()))?;
         let mut it = vals.into_iter();
         Ok(outs
             .into_iter()

@@ -82,33 +82,83 @@ pub fn variadic(c: &mut Ctx) -> R<Vec<Value>> {
     Ok(vec![Value::Var(acc)])
 }
 
-/// x^y: repeated products for a known small integer exponent, else the `pow` primitive.
+/// x^y with ONNX (C `pow`) semantics. A known exponent that is one integer n becomes
+/// `powi(x, n)`; otherwise `pow` (defined for x > 0) where x > 0, and where x <= 0:
+/// 0^y = 0 or 1 for y > 0 or y = 0; (-a)^n = ±a^n for integer n (negative for odd n).
 pub fn pow(c: &mut Ctx) -> R<Vec<Value>> {
     if let Some(k) = c.known(1) {
         let vals = k.as_f64s();
+        let dims0 = c.dims(0)?;
         if !vals.is_empty()
             && vals.iter().all(|&v| v == vals[0])
             && vals[0].fract() == 0.0
-            && vals[0].abs() <= 8.0
+            && vals[0].abs() <= i32::MAX as f64
+            && c.dtype(0)?.is_float()
         {
             let x = c.fvar(0)?;
-            let mut dims = c.ty(x).dims().to_vec();
-            dims =
-                broadcast_dims(&dims, &k.dims).ok_or_else(|| c.err("shapes do not broadcast"))?;
+            let dims =
+                broadcast_dims(&dims0, &k.dims).ok_or_else(|| c.err("shapes do not broadcast"))?;
             let x = c.expand_to(x, &dims)?;
-            let n = vals[0] as i64;
-            let mut y = c.full(1.0, c.ty(x).dtype, &dims)?;
-            for _ in 0..n.abs() {
-                y = t!(c, c.b.mul(y, x))?;
-            }
-            if n < 0 {
-                y = t!(c, c.b.reciprocal(y))?;
-            }
-            return Ok(vec![Value::Var(y)]);
+            return Ok(vec![Value::Var(t!(c, c.b.powi(x, vals[0] as i32))?)]);
         }
     }
-    let (a, b) = operands2(c, 0, 1)?;
-    Ok(vec![Value::Var(t!(c, c.b.pow(a, b))?)])
+    let x = c.fvar(0)?;
+    let dt = c.ty(x).dtype;
+    // An integer exponent known at import becomes a float of the base's type.
+    let y = match c.known(1) {
+        Some(k) if !k.is_float() => {
+            let t =
+                crate::konst::Const::floats(crate::konst::code_of(dt), k.dims.clone(), k.as_f64s())
+                    .to_tensor()
+                    .map_err(|m| c.err(m))?;
+            t!(c, c.b.constant(t))?
+        }
+        _ => c.fvar(1)?,
+    };
+    if c.ty(y).dtype != dt {
+        return Err(c.unsupported(format!(
+            "base of dtype {dt} with an exponent of dtype {}",
+            c.ty(y).dtype
+        )));
+    }
+    let dims = broadcast_dims(c.ty(x).dims(), c.ty(y).dims())
+        .ok_or_else(|| c.err("shapes do not broadcast"))?;
+    let (x, y) = (c.expand_to(x, &dims)?, c.expand_to(y, &dims)?);
+    Ok(vec![Value::Var(pow_general(c, x, y)?)])
+}
+
+/// The cases x <= 0 that have a finite result take |x| or 1 as `pow`'s base; the others
+/// (0 to a negative power, a negative base to a fractional one: inf and NaN in ONNX) keep x,
+/// so `pow` reports them as outside its domain instead of computing a non-finite value.
+fn pow_general(c: &mut Ctx, x: Var, y: Var) -> R<Var> {
+    let ty = c.ty(x);
+    let (dt, dims) = (ty.dtype, ty.dims().to_vec());
+    let zero = c.full(0.0, dt, &dims)?;
+    let one = c.full(1.0, dt, &dims)?;
+    let pos = t!(c, c.b.greater(x, zero))?;
+    let is_zero = t!(c, c.b.equal(x, zero))?;
+    let y_nonneg = t!(c, c.b.greater_equal(y, zero))?;
+    let zero_ok = t!(c, c.b.logical_and(is_zero, y_nonneg))?;
+    let x_neg = t!(c, c.b.less(x, zero))?;
+    let fy = t!(c, c.b.floor(y))?;
+    let is_int = t!(c, c.b.equal(fy, y))?;
+    let neg_ok = t!(c, c.b.logical_and(x_neg, is_int))?;
+    let ax = t!(c, c.b.abs(x))?;
+    let b1 = t!(c, c.b.select(neg_ok, ax, x))?;
+    let b2 = t!(c, c.b.select(zero_ok, one, b1))?;
+    let base = t!(c, c.b.select(pos, x, b2))?;
+    let p = t!(c, c.b.pow(base, y))?;
+    // 0^y: 0 for y > 0, 1 for y = 0.
+    let y_pos = t!(c, c.b.greater(y, zero))?;
+    let at_zero = t!(c, c.b.select(y_pos, zero, one))?;
+    // (-a)^n = a^n for even n, -a^n for odd n.
+    let half = t!(c, c.b.scale(y, 0.5))?;
+    let fh = t!(c, c.b.floor(half))?;
+    let even = t!(c, c.b.equal(fh, half))?;
+    let np = t!(c, c.b.neg(p))?;
+    let signed = t!(c, c.b.select(even, p, np))?;
+    let nonpos = t!(c, c.b.select(zero_ok, at_zero, signed))?;
+    t!(c, c.b.select(pos, p, nonpos))
 }
 
 /// PRelu: relu(x) - slope · relu(-x), slope broadcast to x.

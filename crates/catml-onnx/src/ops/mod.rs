@@ -1,7 +1,9 @@
 //! The operator table: each default-domain ONNX operator the importer maps, with the oldest
 //! opset whose semantics its mapping implements.
 
+mod arg;
 mod elementwise;
+mod logic;
 mod nn;
 mod reduce;
 mod shape;
@@ -104,6 +106,20 @@ const TABLE: &[(&str, OpFn)] = &[
     ("InstanceNormalization", nn::instance_norm),
     ("GroupNormalization", nn::group_norm),
     ("RMSNormalization", nn::rms_norm),
+    ("Equal", logic::compare),
+    ("Less", logic::compare),
+    ("LessOrEqual", logic::compare),
+    ("Greater", logic::compare),
+    ("GreaterOrEqual", logic::compare),
+    ("Not", logic::logical),
+    ("And", logic::logical),
+    ("Or", logic::logical),
+    ("Xor", logic::logical),
+    ("Where", logic::where_),
+    ("IsNaN", logic::is_special),
+    ("IsInf", logic::is_special),
+    ("ArgMax", arg::arg_extreme),
+    ("ArgMin", arg::arg_extreme),
 ];
 
 /// Operators whose outputs are random: never folded.

@@ -386,6 +386,11 @@ pub fn cast(c: &mut Ctx) -> R<Vec<Value>> {
         c.int_opt("to")?
             .ok_or_else(|| c.err("attribute `to` is required"))? as i32
     };
+    // A constant operand casts at import, to any element type (CastLike reads only the
+    // second operand's type).
+    if let Value::Const(k) = c.value(0)? {
+        return konst(crate::fold::cast(k, to));
+    }
     let target = dtype_of(to).ok_or_else(|| {
         c.unsupported(format!(
             "cast to {}, which the CatML tensor layer does not hold",

@@ -1,0 +1,223 @@
+//! Single-operator models: comparisons, logic, Where, IsNaN/IsInf, ArgMax/ArgMin, Pow and
+//! Cast import with ONNX semantics (values checked against hand-computed results).
+
+use crate::common::*;
+use catml_core::interp::{eval_with_options, EvalOptions};
+use catml_core::tensor::Tensor;
+use catml_onnx::proto::{AttributeProto, ModelProto, NodeProto};
+use catml_onnx::{import, Shapes};
+
+const F32: i32 = 1;
+const I64: i32 = 7;
+const BOOL: i32 = 9;
+
+/// One node reading graph inputs `x0, x1, ...` of the given types, writing `y` of `out_elem`.
+fn one_node(
+    op: &str,
+    inputs: &[(i32, &[i64])],
+    attrs: Vec<AttributeProto>,
+    out_elem: i32,
+) -> ModelProto {
+    let names: Vec<String> = (0..inputs.len()).map(|i| format!("x{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let mut n: NodeProto = node(op, &refs, &["y"]);
+    n.attribute = attrs;
+    model(
+        vec![n],
+        inputs
+            .iter()
+            .zip(&names)
+            .map(|((e, d), name)| value_info(name, *e, d))
+            .collect(),
+        vec![value_info("y", out_elem, &[])],
+        vec![],
+    )
+}
+
+fn run(m: &ModelProto, args: Vec<Tensor>) -> Tensor {
+    let im = import(m, &Shapes::new(), None).unwrap();
+    let opts = EvalOptions {
+        check_non_finite: false,
+        ..EvalOptions::default()
+    };
+    eval_with_options(&im.program, &args, opts)
+        .unwrap()
+        .remove(0)
+}
+
+fn f(dims: &[usize], v: &[f32]) -> Tensor {
+    Tensor::f32(dims.to_vec(), v.to_vec()).unwrap()
+}
+
+fn b(dims: &[usize], v: &[bool]) -> Tensor {
+    Tensor::bool(dims.to_vec(), v.to_vec()).unwrap()
+}
+
+fn bools(t: &Tensor) -> Vec<bool> {
+    t.as_bool().unwrap().data().to_vec()
+}
+
+#[test]
+fn comparisons_broadcast_and_give_bools() {
+    let x = f(&[2, 2], &[1.0, 2.0, 3.0, f32::NAN]);
+    let y = f(&[2], &[2.0, 2.0]);
+    for (op, want) in [
+        ("Equal", [false, true, false, false]),
+        ("Less", [true, false, false, false]),
+        ("LessOrEqual", [true, true, false, false]),
+        ("Greater", [false, false, true, false]),
+        ("GreaterOrEqual", [false, true, true, false]),
+    ] {
+        let m = one_node(op, &[(F32, &[2, 2]), (F32, &[2])], vec![], BOOL);
+        let got = run(&m, vec![x.clone(), y.clone()]);
+        assert_eq!(got.dims(), &[2, 2]);
+        assert_eq!(bools(&got), want, "{op}");
+    }
+    // Equal on bools is not-xor.
+    let m = one_node("Equal", &[(BOOL, &[3]), (BOOL, &[3])], vec![], BOOL);
+    let got = run(
+        &m,
+        vec![b(&[3], &[true, false, true]), b(&[3], &[true, true, false])],
+    );
+    assert_eq!(bools(&got), [true, false, false]);
+}
+
+#[test]
+fn logical_connectives_broadcast_bools() {
+    let p = b(&[2, 2], &[true, true, false, false]);
+    let q = b(&[2], &[true, false]);
+    for (op, want) in [
+        ("And", [true, false, false, false]),
+        ("Or", [true, true, true, false]),
+        ("Xor", [false, true, true, false]),
+    ] {
+        let m = one_node(op, &[(BOOL, &[2, 2]), (BOOL, &[2])], vec![], BOOL);
+        assert_eq!(bools(&run(&m, vec![p.clone(), q.clone()])), want, "{op}");
+    }
+    let m = one_node("Not", &[(BOOL, &[2])], vec![], BOOL);
+    assert_eq!(bools(&run(&m, vec![q])), [false, true]);
+}
+
+#[test]
+fn where_selects_with_broadcasting() {
+    let m = one_node(
+        "Where",
+        &[(BOOL, &[2]), (F32, &[2, 2]), (F32, &[1])],
+        vec![],
+        F32,
+    );
+    let got = run(
+        &m,
+        vec![
+            b(&[2], &[true, false]),
+            f(&[2, 2], &[1.0, 2.0, 3.0, 4.0]),
+            f(&[1], &[-1.0]),
+        ],
+    );
+    assert_eq!(got.to_f64_vec(), vec![1.0, -1.0, 3.0, -1.0]);
+    // Bool branches.
+    let m = one_node(
+        "Where",
+        &[(BOOL, &[3]), (BOOL, &[3]), (BOOL, &[3])],
+        vec![],
+        BOOL,
+    );
+    let got = run(
+        &m,
+        vec![
+            b(&[3], &[true, false, false]),
+            b(&[3], &[false, false, true]),
+            b(&[3], &[true, false, true]),
+        ],
+    );
+    assert_eq!(bools(&got), [false, false, true]);
+}
+
+#[test]
+fn isnan_and_isinf_follow_the_detect_attributes() {
+    let x = f(&[4], &[1.0, f32::NAN, f32::INFINITY, f32::NEG_INFINITY]);
+    let m = one_node("IsNaN", &[(F32, &[4])], vec![], BOOL);
+    assert_eq!(
+        bools(&run(&m, vec![x.clone()])),
+        [false, true, false, false]
+    );
+    let m = one_node("IsInf", &[(F32, &[4])], vec![], BOOL);
+    assert_eq!(bools(&run(&m, vec![x.clone()])), [false, false, true, true]);
+    let m = one_node(
+        "IsInf",
+        &[(F32, &[4])],
+        vec![int_attr("detect_positive", 0)],
+        BOOL,
+    );
+    assert_eq!(bools(&run(&m, vec![x])), [false, false, false, true]);
+}
+
+#[test]
+fn argmax_and_argmin_take_keepdims_and_the_last_index() {
+    let x = f(&[2, 3], &[1.0, 5.0, 5.0, 2.0, 0.0, 2.0]);
+    let i64s = |t: Tensor| (t.dims().to_vec(), t.as_i64().unwrap().data().to_vec());
+    let m = one_node("ArgMax", &[(F32, &[2, 3])], vec![int_attr("axis", -1)], I64);
+    assert_eq!(i64s(run(&m, vec![x.clone()])), (vec![2, 1], vec![1, 0]));
+    let m = one_node(
+        "ArgMax",
+        &[(F32, &[2, 3])],
+        vec![
+            int_attr("axis", 1),
+            int_attr("keepdims", 0),
+            int_attr("select_last_index", 1),
+        ],
+        I64,
+    );
+    assert_eq!(i64s(run(&m, vec![x.clone()])), (vec![2], vec![2, 2]));
+    let m = one_node(
+        "ArgMin",
+        &[(F32, &[2, 3])],
+        vec![int_attr("keepdims", 0)],
+        I64,
+    );
+    assert_eq!(i64s(run(&m, vec![x.clone()])), (vec![3], vec![0, 1, 1]));
+    let m = one_node(
+        "ArgMin",
+        &[(F32, &[2, 3])],
+        vec![int_attr("axis", 1), int_attr("select_last_index", 1)],
+        I64,
+    );
+    assert_eq!(i64s(run(&m, vec![x])), (vec![2, 1], vec![0, 1]));
+}
+
+#[test]
+fn pow_handles_zero_and_negative_bases() {
+    let m = one_node("Pow", &[(F32, &[5]), (F32, &[5])], vec![], F32);
+    let x = f(&[5], &[2.0, 0.0, 0.0, -2.0, -2.0]);
+    let y = f(&[5], &[0.5, 2.0, 0.0, 3.0, 2.0]);
+    let got = run(&m, vec![x, y]).to_f64_vec();
+    assert!((got[0] - 2f64.sqrt()).abs() < 1e-6);
+    assert_eq!(&got[1..], &[0.0, 1.0, -8.0, 4.0]);
+    // A negative base to a fractional power (NaN in ONNX) is outside pow's domain.
+    let im = import(&m, &Shapes::new(), None).unwrap();
+    let err = catml_core::interp::eval(
+        &im.program,
+        &[
+            f(&[5], &[1.0, 1.0, 1.0, 1.0, -2.0]),
+            f(&[5], &[1.0; 5].map(|v| v * 0.5)),
+        ],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("pow"), "{err}");
+}
+
+#[test]
+fn pow_by_a_constant_integer_is_powi() {
+    let mut m = one_node("Pow", &[(F32, &[3])], vec![], F32);
+    let g = m.graph.as_mut().unwrap();
+    g.node[0].input.push("e".to_string());
+    g.initializer.push(catml_onnx::proto::TensorProto {
+        name: "e".to_string(),
+        dims: vec![],
+        data_type: I64,
+        int64_data: vec![3],
+        ..Default::default()
+    });
+    let got = run(&m, vec![f(&[3], &[-2.0, 0.0, 1.5])]).to_f64_vec();
+    assert_eq!(got, vec![-8.0, 0.0, 3.375]);
+}
