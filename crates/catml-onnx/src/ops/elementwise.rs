@@ -317,6 +317,60 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
             let t2 = t!(c, c.b.mul(xp, s2))?;
             t!(c, c.b.add(t1, t2))?
         }
+        "Tan" => {
+            let (s, co) = (t!(c, c.b.sin(x))?, t!(c, c.b.cos(x))?);
+            t!(c, c.b.div(s, co))?
+        }
+        "Sinh" | "Cosh" => {
+            // (e^x ∓ e^-x) / 2
+            let e = t!(c, c.b.exp(x))?;
+            let nx = t!(c, c.b.neg(x))?;
+            let en = t!(c, c.b.exp(nx))?;
+            let d = if op == "Sinh" {
+                t!(c, c.b.sub(e, en))?
+            } else {
+                t!(c, c.b.add(e, en))?
+            };
+            t!(c, c.b.scale(d, 0.5))?
+        }
+        "Asin" | "Acos" => {
+            // asin x = atan(x / sqrt(1 - x^2)); acos x = pi/2 - asin x
+            let sq = t!(c, c.b.square(x))?;
+            let one = c.b.full_like(1.0, x).map_err(|er| c.err(er.to_string()))?;
+            let d = t!(c, c.b.sub(one, sq))?;
+            let r = t!(c, c.b.sqrt(d))?;
+            let q = t!(c, c.b.div(x, r))?;
+            let a = t!(c, c.b.unary_row(names::ATAN, &[], q))?;
+            if op == "Asin" {
+                a
+            } else {
+                let h =
+                    c.b.full_like(std::f64::consts::FRAC_PI_2, x)
+                        .map_err(|er| c.err(er.to_string()))?;
+                t!(c, c.b.sub(h, a))?
+            }
+        }
+        "Asinh" | "Acosh" => {
+            // log(x + sqrt(x^2 ± 1))
+            let sq = t!(c, c.b.square(x))?;
+            let one = c.b.full_like(1.0, x).map_err(|er| c.err(er.to_string()))?;
+            let d = if op == "Asinh" {
+                t!(c, c.b.add(sq, one))?
+            } else {
+                t!(c, c.b.sub(sq, one))?
+            };
+            let r = t!(c, c.b.sqrt(d))?;
+            let a = t!(c, c.b.add(x, r))?;
+            t!(c, c.b.log(a))?
+        }
+        "Atanh" => {
+            // (log1p(x) - log1p(-x)) / 2
+            let p = t!(c, c.b.log1p(x))?;
+            let nx = t!(c, c.b.neg(x))?;
+            let n = t!(c, c.b.log1p(nx))?;
+            let d = t!(c, c.b.sub(p, n))?;
+            t!(c, c.b.scale(d, 0.5))?
+        }
         "Gelu" => {
             let approx = c.string("approximate", "none")?;
             let tanh = match approx.as_str() {
@@ -339,21 +393,46 @@ pub fn clip(c: &mut Ctx) -> R<Vec<Value>> {
             Some(c.float("max", f32::MAX)? as f64),
         )
     } else {
-        let lo = if c.has(1) {
-            Some(c.need_known(1, "min")?.as_f64s()[0])
-        } else {
-            None
-        };
-        let hi = if c.has(2) {
-            Some(c.need_known(2, "max")?.as_f64s()[0])
-        } else {
-            None
-        };
+        let known = |c: &Ctx, i: usize| c.has(i) && c.known(i).is_some();
+        if (c.has(1) && !known(c, 1)) || (c.has(2) && !known(c, 2)) {
+            return clip_inputs(c, x);
+        }
+        let lo = c.known(1).and_then(|k| k.as_f64s().first().copied());
+        let hi = c.known(2).and_then(|k| k.as_f64s().first().copied());
         (lo, hi)
     };
     let lo = lo.filter(|v| *v > f32::MIN as f64);
     let hi = hi.filter(|v| *v < f32::MAX as f64);
     Ok(vec![Value::Var(clip_var(c, x, lo, hi)?)])
+}
+
+/// Clip with bounds that are program values: min(max(x, lo), hi), each bound a scalar
+/// broadcast to x (min > max gives max everywhere, as ONNX says).
+fn clip_inputs(c: &mut Ctx, x: Var) -> R<Vec<Value>> {
+    let dims = c.ty(x).dims().to_vec();
+    let mut y = x;
+    for (i, name) in [(1, "min"), (2, "max")] {
+        if !c.has(i) {
+            continue;
+        }
+        if c.dims(i)?.iter().product::<usize>() != 1 {
+            return Err(c.err(format!("{name} (input {i}) must be a scalar")));
+        }
+        let v = c.fvar(i)?;
+        let r = c.ty(v).rank();
+        let v = if r > 0 {
+            t!(c, c.b.reshape(v, Vec::<usize>::new()))?
+        } else {
+            v
+        };
+        let v = c.expand_to(v, &dims)?;
+        y = if i == 1 {
+            max2(c, y, v)?
+        } else {
+            min2(c, y, v)?
+        };
+    }
+    Ok(vec![Value::Var(y)])
 }
 
 /// Identity, and Dropout at inference (the output is the input).

@@ -221,3 +221,55 @@ fn pow_by_a_constant_integer_is_powi() {
     let got = run(&m, vec![f(&[3], &[-2.0, 0.0, 1.5])]).to_f64_vec();
     assert_eq!(got, vec![-8.0, 0.0, 3.375]);
 }
+
+#[test]
+fn clip_takes_bounds_as_program_inputs() {
+    let m = one_node("Clip", &[(F32, &[4]), (F32, &[]), (F32, &[])], vec![], F32);
+    let x = f(&[4], &[-3.0, -0.5, 0.5, 3.0]);
+    let got = run(&m, vec![x.clone(), f(&[], &[-1.0]), f(&[], &[1.0])]);
+    assert_eq!(got.to_f64_vec(), vec![-1.0, -0.5, 0.5, 1.0]);
+    // min > max gives max everywhere.
+    let got = run(&m, vec![x, f(&[], &[2.0]), f(&[], &[1.0])]);
+    assert_eq!(got.to_f64_vec(), vec![1.0; 4]);
+}
+
+#[test]
+fn trilu_keeps_integer_triangles() {
+    let m = one_node("Trilu", &[(I64, &[2, 3])], vec![int_attr("upper", 0)], I64);
+    let x = Tensor::i64([2, 3], vec![1, 2, 3, 4, 5, 6]).unwrap();
+    let got = run(&m, vec![x]);
+    assert_eq!(got.as_i64().unwrap().data(), &[1, 0, 0, 4, 5, 0]);
+}
+
+#[test]
+fn trigonometric_and_hyperbolic_functions_match_std() {
+    let xs = [-0.5f32, 0.1, 0.7];
+    type Reference = fn(f64) -> f64;
+    let ops: [(&str, Reference); 8] = [
+        ("Tan", f64::tan),
+        ("Sinh", f64::sinh),
+        ("Cosh", f64::cosh),
+        ("Asin", f64::asin),
+        ("Acos", f64::acos),
+        ("Asinh", f64::asinh),
+        ("Atanh", f64::atanh),
+        ("Acosh", f64::acosh),
+    ];
+    for (op, g) in ops {
+        let x: Vec<f32> = if op == "Acosh" {
+            xs.iter().map(|v| v + 2.0).collect()
+        } else {
+            xs.to_vec()
+        };
+        let m = one_node(op, &[(F32, &[3])], vec![], F32);
+        let got = run(&m, vec![f(&[3], &x)]).to_f64_vec();
+        for (k, v) in x.iter().enumerate() {
+            let want = g(*v as f64);
+            assert!(
+                (got[k] - want).abs() < 1e-5 * (1.0 + want.abs()),
+                "{op}({v}) = {}",
+                got[k]
+            );
+        }
+    }
+}
