@@ -126,7 +126,13 @@ pub fn fold(
             if any_int && x.len() == 2 =>
         {
             let (a, b) = (get(0)?, get(1)?);
-            Some(binary(&node.op_type, a, b).map_err(err))
+            // fmod = 1: the C remainder (sign of the dividend), else the sign of the divisor.
+            let op = if node.op_type == "Mod" && attr_int("fmod") == Some(1) {
+                "Fmod"
+            } else {
+                node.op_type.as_str()
+            };
+            Some(binary(op, a, b).map_err(err))
         }
         "Pow" if get(0).is_some_and(|c| !c.is_float()) => {
             let (a, b) = (get(0)?, get(1)?);
@@ -523,6 +529,12 @@ fn binary(op: &str, a: &Const, b: &Const) -> Result<Const, String> {
                     return Err("integer modulo by zero".to_string());
                 }
                 p.rem_euclid(q) + if q < 0 && p.rem_euclid(q) != 0 { q } else { 0 }
+            }
+            "Fmod" => {
+                if q == 0 {
+                    return Err("integer modulo by zero".to_string());
+                }
+                p.wrapping_rem(q)
             }
             "Equal" => (p == q) as i64,
             "Less" => (p < q) as i64,

@@ -161,6 +161,31 @@ fn pow_general(c: &mut Ctx, x: Var, y: Var) -> R<Var> {
     t!(c, c.b.select(pos, p, nonpos))
 }
 
+/// Mod: integer operands fold at import (`fold`). Floats: a - r(a / b) b, with r rounding
+/// toward zero for `fmod = 1` (C fmod, the dividend's sign) and down for `fmod = 0` (the
+/// divisor's sign).
+pub fn modulo(c: &mut Ctx) -> R<Vec<Value>> {
+    if !c.dtype(0)?.is_float() {
+        return Err(
+            c.unsupported("integer Mod of program values (CatML folds integer arithmetic only)")
+        );
+    }
+    let fmod = c.int("fmod", 0)? == 1;
+    let (a, b) = operands2(c, 0, 1)?;
+    let q = t!(c, c.b.div(a, b))?;
+    let fl = t!(c, c.b.floor(q))?;
+    let r = if fmod {
+        let zero = c.b.full_like(0.0, q).map_err(|er| c.err(er.to_string()))?;
+        let nonneg = t!(c, c.b.greater_equal(q, zero))?;
+        let ce = t!(c, c.b.ceil(q))?;
+        t!(c, c.b.select(nonneg, fl, ce))?
+    } else {
+        fl
+    };
+    let rb = t!(c, c.b.mul(r, b))?;
+    Ok(vec![Value::Var(t!(c, c.b.sub(a, rb))?)])
+}
+
 /// PRelu: relu(x) - slope · relu(-x), slope broadcast to x.
 pub fn prelu(c: &mut Ctx) -> R<Vec<Value>> {
     let (x, s) = operands2(c, 0, 1)?;

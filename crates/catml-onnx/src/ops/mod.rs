@@ -23,6 +23,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("Mul", elementwise::mul),
     ("Div", elementwise::div),
     ("Pow", elementwise::pow),
+    ("Mod", elementwise::modulo),
     ("Max", elementwise::variadic),
     ("Min", elementwise::variadic),
     ("Sum", elementwise::variadic),

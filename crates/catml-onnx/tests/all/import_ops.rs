@@ -273,3 +273,21 @@ fn trigonometric_and_hyperbolic_functions_match_std() {
         }
     }
 }
+
+#[test]
+fn float_mod_follows_the_fmod_attribute() {
+    let x = f(&[4], &[5.5, -5.5, 5.5, -5.5]);
+    let y = f(&[4], &[2.0, 2.0, -2.0, -2.0]);
+    let m = one_node(
+        "Mod",
+        &[(F32, &[4]), (F32, &[4])],
+        vec![int_attr("fmod", 1)],
+        F32,
+    );
+    assert_eq!(
+        run(&m, vec![x.clone(), y.clone()]).to_f64_vec(),
+        vec![1.5, -1.5, 1.5, -1.5]
+    );
+    let m = one_node("Mod", &[(F32, &[4]), (F32, &[4])], vec![], F32);
+    assert_eq!(run(&m, vec![x, y]).to_f64_vec(), vec![1.5, 0.5, -0.5, -1.5]);
+}
