@@ -4,6 +4,7 @@
 mod arg;
 mod elementwise;
 mod logic;
+mod loss;
 mod nn;
 mod reduce;
 mod shape;
@@ -127,6 +128,9 @@ const TABLE: &[(&str, OpFn)] = &[
     ("Where", logic::where_),
     ("IsNaN", logic::is_special),
     ("IsInf", logic::is_special),
+    ("GatherElements", loss::gather_elements),
+    ("NegativeLogLikelihoodLoss", loss::nll_loss),
+    ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy),
     ("ArgMax", arg::arg_extreme),
     ("ArgMin", arg::arg_extreme),
 ];

@@ -291,3 +291,82 @@ fn float_mod_follows_the_fmod_attribute() {
     let m = one_node("Mod", &[(F32, &[4]), (F32, &[4])], vec![], F32);
     assert_eq!(run(&m, vec![x, y]).to_f64_vec(), vec![1.5, 0.5, -0.5, -1.5]);
 }
+
+/// A model whose integer input `t` is an initializer (known at import).
+fn with_known_ints(mut m: ModelProto, input: &str, dims: &[i64], data: &[i64]) -> ModelProto {
+    let g = m.graph.as_mut().unwrap();
+    g.input.retain(|i| i.name != input);
+    g.initializer.push(catml_onnx::proto::TensorProto {
+        name: input.to_string(),
+        dims: dims.to_vec(),
+        data_type: I64,
+        int64_data: data.to_vec(),
+        ..Default::default()
+    });
+    m
+}
+
+fn string_attr(name: &str, v: &str) -> AttributeProto {
+    AttributeProto {
+        name: name.to_string(),
+        r#type: catml_onnx::proto::attribute_proto::AttributeType::String as i32,
+        s: v.as_bytes().to_vec(),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn gather_elements_picks_along_an_axis() {
+    let m = one_node(
+        "GatherElements",
+        &[(F32, &[2, 2]), (I64, &[2, 2])],
+        vec![int_attr("axis", 1)],
+        F32,
+    );
+    let m = with_known_ints(m, "x1", &[2, 2], &[0, 0, 1, -2]);
+    let got = run(&m, vec![f(&[2, 2], &[1.0, 2.0, 3.0, 4.0])]);
+    assert_eq!(got.to_f64_vec(), vec![1.0, 1.0, 4.0, 3.0]);
+}
+
+#[test]
+fn nll_loss_weights_ignores_and_reduces() {
+    // input (N=2, C=3), target [2, ignored], weight [1, 2, 3].
+    let x = f(&[2, 3], &[-1.0, -2.0, -3.0, -4.0, -5.0, -6.0]);
+    let w = f(&[3], &[1.0, 2.0, 3.0]);
+    for (reduction, want) in [
+        ("none", vec![9.0, 0.0]),
+        ("sum", vec![9.0]),
+        ("mean", vec![3.0]),
+    ] {
+        let m = one_node(
+            "NegativeLogLikelihoodLoss",
+            &[(F32, &[2, 3]), (I64, &[2]), (F32, &[3])],
+            vec![
+                int_attr("ignore_index", -1),
+                string_attr("reduction", reduction),
+            ],
+            F32,
+        );
+        let m = with_known_ints(m, "x1", &[2], &[2, -1]);
+        assert_eq!(
+            run(&m, vec![x.clone(), w.clone()]).to_f64_vec(),
+            want,
+            "{reduction}"
+        );
+    }
+}
+
+#[test]
+fn softmax_cross_entropy_is_nll_of_log_softmax() {
+    let m = one_node(
+        "SoftmaxCrossEntropyLoss",
+        &[(F32, &[2, 2]), (I64, &[2])],
+        vec![],
+        F32,
+    );
+    let m = with_known_ints(m, "x1", &[2], &[0, 1]);
+    let got = run(&m, vec![f(&[2, 2], &[0.0, 0.0, 0.0, 2.0])]).to_f64_vec();
+    // mean of ln 2 and ln(1 + e^-2).
+    let want = (2f64.ln() + (1.0 + (-2f64).exp()).ln()) / 2.0;
+    assert!((got[0] - want).abs() < 1e-6, "{got:?}");
+}
