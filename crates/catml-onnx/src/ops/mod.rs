@@ -3,6 +3,7 @@
 
 mod arg;
 mod elementwise;
+mod linmap;
 mod logic;
 mod loss;
 mod nn;
@@ -131,6 +132,8 @@ const TABLE: &[(&str, OpFn)] = &[
     ("GatherElements", loss::gather_elements),
     ("NegativeLogLikelihoodLoss", loss::nll_loss),
     ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy),
+    ("CumSum", linmap::cumsum),
+    ("Resize", linmap::resize),
     ("ArgMax", arg::arg_extreme),
     ("ArgMin", arg::arg_extreme),
 ];

@@ -370,3 +370,57 @@ fn softmax_cross_entropy_is_nll_of_log_softmax() {
     let want = (2f64.ln() + (1.0 + (-2f64).exp()).ln()) / 2.0;
     assert!((got[0] - want).abs() < 1e-6, "{got:?}");
 }
+
+#[test]
+fn cumsum_takes_exclusive_and_reverse() {
+    let x = f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    for (ex, rev, want) in [
+        (0, 0, [1.0, 3.0, 6.0, 4.0, 9.0, 15.0]),
+        (1, 0, [0.0, 1.0, 3.0, 0.0, 4.0, 9.0]),
+        (0, 1, [6.0, 5.0, 3.0, 15.0, 11.0, 6.0]),
+        (1, 1, [5.0, 3.0, 0.0, 11.0, 6.0, 0.0]),
+    ] {
+        let m = one_node(
+            "CumSum",
+            &[(F32, &[2, 3]), (I64, &[])],
+            vec![int_attr("exclusive", ex), int_attr("reverse", rev)],
+            F32,
+        );
+        let m = with_known_ints(m, "x1", &[], &[-1]);
+        assert_eq!(run(&m, vec![x.clone()]).to_f64_vec(), want, "{ex} {rev}");
+    }
+}
+
+#[test]
+fn resize_interpolates_with_known_sizes() {
+    // (1, 1, 1, 2) -> width 4.
+    let x = f(&[1, 1, 1, 2], &[0.0, 4.0]);
+    let cases = [
+        ("nearest", "asymmetric", vec![0.0, 0.0, 4.0, 4.0]),
+        ("linear", "half_pixel", vec![0.0, 1.0, 3.0, 4.0]),
+        (
+            "linear",
+            "align_corners",
+            vec![0.0, 4.0 / 3.0, 8.0 / 3.0, 4.0],
+        ),
+    ];
+    for (mode, ctm, want) in cases {
+        let m = one_node(
+            "Resize",
+            &[(F32, &[1, 1, 1, 2]), (F32, &[]), (F32, &[]), (I64, &[4])],
+            vec![
+                string_attr("mode", mode),
+                string_attr("coordinate_transformation_mode", ctm),
+            ],
+            F32,
+        );
+        let mut m = with_known_ints(m, "x3", &[4], &[1, 1, 1, 4]);
+        let g = m.graph.as_mut().unwrap();
+        g.input.retain(|i| i.name == "x0");
+        g.node[0].input = vec!["x0".into(), String::new(), String::new(), "x3".into()];
+        let got = run(&m, vec![x.clone()]).to_f64_vec();
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() < 1e-6, "{mode} {ctm}: {got:?}");
+        }
+    }
+}
