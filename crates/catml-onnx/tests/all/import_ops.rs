@@ -424,3 +424,31 @@ fn resize_interpolates_with_known_sizes() {
         }
     }
 }
+
+#[test]
+fn reduce_prod_hardmax_and_lp_normalization() {
+    let x = f(&[2, 3], &[1.0, -2.0, 3.0, 0.0, 3.0, 4.0]);
+    let m = one_node(
+        "ReduceProd",
+        &[(F32, &[2, 3])],
+        vec![int_attr("keepdims", 0)],
+        F32,
+    );
+    let y = f(&[2, 3], &[1.0, -2.0, 3.0, 1.0, 3.0, 4.0]);
+    assert_eq!(run(&m, vec![y]).to_f64_vec(), vec![-72.0]);
+    let m = one_node("Hardmax", &[(F32, &[2, 3])], vec![int_attr("axis", 0)], F32);
+    assert_eq!(
+        run(&m, vec![x.clone()]).to_f64_vec(),
+        vec![1.0, 0.0, 0.0, 0.0, 1.0, 1.0]
+    );
+    let m = one_node(
+        "LpNormalization",
+        &[(F32, &[2, 3])],
+        vec![int_attr("axis", 0)],
+        F32,
+    );
+    let got = run(&m, vec![f(&[2, 3], &[3.0, 0.0, 1.0, 4.0, 0.0, 0.0])]).to_f64_vec();
+    for (g, w) in got.iter().zip([0.6, 0.0, 1.0, 0.8, 0.0, 0.0]) {
+        assert!((g - w).abs() < 1e-6, "{got:?}");
+    }
+}
