@@ -153,3 +153,12 @@ pub fn is_special(c: &mut Ctx) -> R<Vec<Value>> {
         }
     })
 }
+
+/// Two bools joined along their last axis (through f32, which the core concatenates).
+pub fn concat_bool(c: &mut Ctx, a: Var, b: Var) -> R<Var> {
+    let axis = c.ty(a).rank() - 1;
+    let fa = t!(c, c.b.convert(a, DType::F32))?;
+    let fb = t!(c, c.b.convert(b, DType::F32))?;
+    let j = t!(c, c.b.concat(&[fa, fb], axis))?;
+    t!(c, c.b.convert(j, DType::Bool))
+}

@@ -2,6 +2,7 @@
 //! opset whose semantics its mapping implements.
 
 mod arg;
+mod attention;
 mod elementwise;
 mod linmap;
 mod logic;
@@ -137,6 +138,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy),
     ("CumSum", linmap::cumsum),
     ("Resize", linmap::resize),
+    ("Attention", attention::attention),
     ("ArgMax", arg::arg_extreme),
     ("ArgMin", arg::arg_extreme),
 ];

@@ -452,3 +452,32 @@ fn reduce_prod_hardmax_and_lp_normalization() {
         assert!((g - w).abs() < 1e-6, "{got:?}");
     }
 }
+
+#[test]
+fn attention_is_causal_softmax_of_scaled_scores() {
+    // One batch, one head, 2 queries and keys of size 1: with is_causal query 0 sees key 0
+    // only; query 1 sees both, weights softmax(q1 k / sqrt(1)).
+    let m = one_node(
+        "Attention",
+        &[
+            (F32, &[1, 1, 2, 1]),
+            (F32, &[1, 1, 2, 1]),
+            (F32, &[1, 1, 2, 1]),
+        ],
+        vec![int_attr("is_causal", 1)],
+        F32,
+    );
+    let mut m = m;
+    m.opset_import[0].version = 23;
+    let q = f(&[1, 1, 2, 1], &[1.0, 2.0]);
+    let k = f(&[1, 1, 2, 1], &[0.5, -1.0]);
+    let v = f(&[1, 1, 2, 1], &[10.0, 20.0]);
+    let got = run(&m, vec![q, k, v]).to_f64_vec();
+    // Scores q1 k0 = 2 · 0.5 and q1 k1 = 2 · (-1).
+    let (s0, s1) = (1.0f64, -2.0f64);
+    let w0 = s0.exp() / (s0.exp() + s1.exp());
+    let want = [10.0, 10.0 * w0 + 20.0 * (1.0 - w0)];
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() < 1e-5, "{got:?}");
+    }
+}
