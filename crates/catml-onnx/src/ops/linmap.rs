@@ -338,3 +338,120 @@ pub fn resize(c: &mut Ctx) -> R<Vec<Value>> {
     }
     Ok(vec![Value::Var(y)])
 }
+
+/// CumProd(x, axis) with `exclusive` and `reverse`: running products of slices (an exclusive
+/// product starts from 1).
+pub fn cumprod(c: &mut Ctx) -> R<Vec<Value>> {
+    let x = c.fvar(0)?;
+    let dims = c.ty(x).dims().to_vec();
+    let a = c.need_known(1, "axis")?.as_i64s();
+    let axis = c.axis(
+        *a.first().ok_or_else(|| c.err("axis is empty"))?,
+        dims.len(),
+    )?;
+    let exclusive = c.int("exclusive", 0)? != 0;
+    let reverse = c.int("reverse", 0)? != 0;
+    let n = dims[axis];
+    if n > 256 {
+        return Err(c.unsupported(format!("CumProd over an axis of {n}")));
+    }
+    let order: Vec<usize> = if reverse {
+        (0..n).rev().collect()
+    } else {
+        (0..n).collect()
+    };
+    let mut sd = dims.clone();
+    sd[axis] = 1;
+    let dt = c.ty(x).dtype;
+    let mut acc: Option<Var> = None;
+    let mut parts = vec![None; n];
+    for &i in &order {
+        let s = super::shape::take_along(c, x, axis, vec![i])?;
+        let next = match acc {
+            None => s,
+            Some(p) => t!(c, c.b.mul(p, s))?,
+        };
+        parts[i] = Some(if exclusive {
+            match acc {
+                None => c.full(1.0, dt, &sd)?,
+                Some(p) => p,
+            }
+        } else {
+            next
+        });
+        acc = Some(next);
+    }
+    let parts: Vec<Var> = parts.into_iter().map(|p| p.expect("every slice")).collect();
+    let y = if n == 1 {
+        parts[0]
+    } else {
+        t!(c, c.b.concat(&parts, axis))?
+    };
+    Ok(vec![Value::Var(y)])
+}
+
+/// OneHot(indices, depth, values): `values[1]` where the index along `axis` equals the
+/// (known) index, negative ones counting from `depth`, `values[0]` elsewhere.
+pub fn one_hot(c: &mut Ctx) -> R<Vec<Value>> {
+    let idx = c.need_known(0, "indices")?;
+    let depth = c.need_known(1, "depth")?.as_f64s();
+    let depth = *depth.first().ok_or_else(|| c.err("depth is empty"))? as i64;
+    if depth < 1 {
+        return Err(c.err(format!("depth {depth} must be positive")));
+    }
+    let vals = c.fvar(2)?;
+    if c.ty(vals).numel() != 2 {
+        return Err(c.err("values must have two entries (off, on)"));
+    }
+    let dt = c.ty(vals).dtype;
+    let r = idx.dims.len() + 1;
+    let axis = c.axis(c.int("axis", -1)?, r)?;
+    let mut dims = idx.dims.clone();
+    dims.insert(axis, depth as usize);
+    if dims.contains(&0) {
+        return Err(c.unsupported("indices with no elements"));
+    }
+    let inner: usize = idx.dims[axis..].iter().product();
+    let ids = idx.as_i64s();
+    let total: usize = dims.iter().product();
+    let mask: Vec<f64> = (0..total)
+        .map(|p| {
+            let (outer, rest) = (p / (depth as usize * inner), p % (depth as usize * inner));
+            let (k, i) = (rest / inner, rest % inner);
+            let v = ids[outer * inner + i];
+            let v = if v < 0 { v + depth } else { v };
+            (v == k as i64) as i64 as f64
+        })
+        .collect();
+    let m = Tensor::from_f64s(dt, dims.clone(), mask).map_err(|e| c.err(e.to_string()))?;
+    let m = t!(c, c.b.constant(m))?;
+    // off + (on - off) · mask
+    let flat = t!(c, c.b.reshape(vals, vec![2]))?;
+    let off = t!(c, c.b.gather(flat, 0, vec![0]))?;
+    let on = t!(c, c.b.gather(flat, 0, vec![1]))?;
+    let d = t!(c, c.b.sub(on, off))?;
+    let off = t!(c, c.b.reshape(off, Vec::<usize>::new()))?;
+    let d = t!(c, c.b.reshape(d, Vec::<usize>::new()))?;
+    let off = c.expand_to(off, &dims)?;
+    let d = c.expand_to(d, &dims)?;
+    let dm = t!(c, c.b.mul(d, m))?;
+    Ok(vec![Value::Var(t!(c, c.b.add(off, dm))?)])
+}
+
+/// EyeLike: ones on the k-th diagonal of the input's 2-D shape, of `dtype` (default the
+/// input's): a value known at import.
+pub fn eye_like(c: &mut Ctx) -> R<Vec<Value>> {
+    let (code, dims) = c.elem_dims(0)?;
+    if dims.len() != 2 {
+        return Err(c.err("input must have rank 2"));
+    }
+    let to = c.int("dtype", code as i64)? as i32;
+    let k = c.int("k", 0)?;
+    let data: Vec<i64> = (0..dims[0] * dims[1])
+        .map(|p| ((p % dims[1]) as i64 - (p / dims[1]) as i64 == k) as i64)
+        .collect();
+    let ints = crate::konst::Const::ints(crate::konst::elem::INT64, dims, data);
+    Ok(vec![Value::Const(std::sync::Arc::new(crate::fold::cast(
+        &ints, to,
+    )))])
+}

@@ -481,3 +481,51 @@ fn attention_is_causal_softmax_of_scaled_scores() {
         assert!((g - w).abs() < 1e-5, "{got:?}");
     }
 }
+
+#[test]
+fn cumprod_one_hot_and_eye_like() {
+    let x = f(&[3], &[2.0, 3.0, 4.0]);
+    let axis = |m| with_known_ints(m, "x1", &[], &[0]);
+    let m = axis(one_node("CumProd", &[(F32, &[3]), (I64, &[])], vec![], F32));
+    assert_eq!(run(&m, vec![x.clone()]).to_f64_vec(), vec![2.0, 6.0, 24.0]);
+    let m = axis(one_node(
+        "CumProd",
+        &[(F32, &[3]), (I64, &[])],
+        vec![int_attr("exclusive", 1), int_attr("reverse", 1)],
+        F32,
+    ));
+    assert_eq!(run(&m, vec![x]).to_f64_vec(), vec![12.0, 4.0, 1.0]);
+    // OneHot: indices [1, -1] (depth 3), values (off, on) = (-1, 5), classes on axis 0.
+    let m = one_node(
+        "OneHot",
+        &[(I64, &[2]), (I64, &[]), (F32, &[2])],
+        vec![int_attr("axis", 0)],
+        F32,
+    );
+    let m = with_known_ints(with_known_ints(m, "x0", &[2], &[1, -1]), "x1", &[], &[3]);
+    let got = run(&m, vec![f(&[2], &[-1.0, 5.0])]);
+    assert_eq!(got.dims(), &[3, 2]);
+    assert_eq!(got.to_f64_vec(), vec![-1.0, -1.0, 5.0, -1.0, -1.0, 5.0]);
+    let m = one_node("EyeLike", &[(F32, &[2, 3])], vec![int_attr("k", 1)], F32);
+    let got = run(&m, vec![f(&[2, 3], &[0.0; 6])]);
+    assert_eq!(got.to_f64_vec(), vec![0.0, 1.0, 0.0, 0.0, 0.0, 1.0]);
+}
+
+#[test]
+fn lp_pool_is_the_p_norm_of_each_window() {
+    let mut n = node("LpPool", &["x0"], &["y"]);
+    n.attribute = vec![AttributeProto {
+        name: "kernel_shape".to_string(),
+        r#type: catml_onnx::proto::attribute_proto::AttributeType::Ints as i32,
+        ints: vec![2],
+        ..Default::default()
+    }];
+    let m = model(
+        vec![n],
+        vec![value_info("x0", F32, &[1, 1, 3])],
+        vec![value_info("y", F32, &[])],
+        vec![],
+    );
+    let got = run(&m, vec![f(&[1, 1, 3], &[3.0, -4.0, 0.0])]).to_f64_vec();
+    assert_eq!(got, vec![5.0, 4.0]);
+}
