@@ -3,6 +3,7 @@
 
 mod arg;
 mod attention;
+mod einsum;
 mod elementwise;
 mod linmap;
 mod logic;
@@ -137,6 +138,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("GatherElements", loss::gather_elements),
     ("NegativeLogLikelihoodLoss", loss::nll_loss),
     ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy),
+    ("Einsum", einsum::einsum),
     ("CumSum", linmap::cumsum),
     ("CumProd", linmap::cumprod),
     ("OneHot", linmap::one_hot),

@@ -529,3 +529,31 @@ fn lp_pool_is_the_p_norm_of_each_window() {
     let got = run(&m, vec![f(&[1, 1, 3], &[3.0, -4.0, 0.0])]).to_f64_vec();
     assert_eq!(got, vec![5.0, 4.0]);
 }
+
+#[test]
+fn einsum_contracts_transposes_and_takes_diagonals() {
+    let eq = |e: &str| AttributeProto {
+        name: "equation".to_string(),
+        r#type: catml_onnx::proto::attribute_proto::AttributeType::String as i32,
+        s: e.as_bytes().to_vec(),
+        ..Default::default()
+    };
+    let a = f(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let b = f(&[2, 2], &[5.0, 6.0, 7.0, 8.0]);
+    let two = [(F32, &[2i64, 2][..]), (F32, &[2, 2][..])];
+    let m = one_node("Einsum", &two, vec![eq("ij,jk->ik")], F32);
+    assert_eq!(
+        run(&m, vec![a.clone(), b.clone()]).to_f64_vec(),
+        vec![19.0, 22.0, 43.0, 50.0]
+    );
+    let m = one_node("Einsum", &two[..1], vec![eq("ij->ji")], F32);
+    assert_eq!(
+        run(&m, vec![a.clone()]).to_f64_vec(),
+        vec![1.0, 3.0, 2.0, 4.0]
+    );
+    let m = one_node("Einsum", &two[..1], vec![eq("...ii->...i")], F32);
+    assert_eq!(run(&m, vec![a.clone()]).to_f64_vec(), vec![1.0, 4.0]);
+    // Implicit output: the repeated letters are summed (a full contraction here).
+    let m = one_node("Einsum", &two, vec![eq("ij,ij")], F32);
+    assert_eq!(run(&m, vec![a, b]).to_f64_vec(), vec![70.0]);
+}
