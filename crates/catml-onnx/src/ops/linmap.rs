@@ -10,7 +10,7 @@ use crate::ctx::{Ctx, Value, R};
 
 /// y = M x along `axis`, M given row-major as (out, in) weights, plus `bias` (out entries,
 /// broadcast over the other axes) when given.
-fn apply_along(
+pub(super) fn apply_along(
     c: &mut Ctx,
     x: Var,
     axis: usize,

@@ -3,6 +3,7 @@
 
 mod arg;
 mod attention;
+mod conv_transpose;
 mod einsum;
 mod elementwise;
 mod linmap;
@@ -113,6 +114,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("MatMul", nn::matmul),
     ("Gemm", nn::gemm),
     ("Conv", nn::conv),
+    ("ConvTranspose", conv_transpose::conv_transpose),
     ("MaxPool", nn::pool),
     ("AveragePool", nn::pool),
     ("LpPool", nn::pool),

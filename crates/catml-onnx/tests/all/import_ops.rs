@@ -557,3 +557,30 @@ fn einsum_contracts_transposes_and_takes_diagonals() {
     let m = one_node("Einsum", &two, vec![eq("ij,ij")], F32);
     assert_eq!(run(&m, vec![a, b]).to_f64_vec(), vec![70.0]);
 }
+
+#[test]
+fn conv_transpose_scatters_each_input_through_the_kernel() {
+    // y[j] = sum_i x[i] w[j - 2 i]: x = [1, 2], w = [1, 10], stride 2.
+    let mut n = node("ConvTranspose", &["x0", "x1"], &["y"]);
+    n.attribute = vec![AttributeProto {
+        name: "strides".to_string(),
+        r#type: catml_onnx::proto::attribute_proto::AttributeType::Ints as i32,
+        ints: vec![2],
+        ..Default::default()
+    }];
+    let m = model(
+        vec![n],
+        vec![
+            value_info("x0", F32, &[1, 1, 2]),
+            value_info("x1", F32, &[1, 1, 2]),
+        ],
+        vec![value_info("y", F32, &[])],
+        vec![],
+    );
+    let got = run(
+        &m,
+        vec![f(&[1, 1, 2], &[1.0, 2.0]), f(&[1, 1, 2], &[1.0, 10.0])],
+    );
+    assert_eq!(got.dims(), &[1, 1, 4]);
+    assert_eq!(got.to_f64_vec(), vec![1.0, 10.0, 2.0, 20.0]);
+}
