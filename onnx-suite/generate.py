@@ -19,7 +19,12 @@ from onnx.backend.test.case.node import collect_testcases
 
 
 def write_tensor(path, value, name, type_proto):
-    if (
+    if isinstance(value, onnx.TensorProto):
+        # Cases whose element types numpy lacks (Cast, CastLike) give their data as protos.
+        tensor = onnx.TensorProto()
+        tensor.CopyFrom(value)
+        tensor.name = name
+    elif (
         type_proto is not None
         and type_proto.HasField("tensor_type")
         and not isinstance(value, (list, tuple, dict))

@@ -57,6 +57,11 @@ fn close(got: &[f64], want: &[f64]) -> Option<usize> {
     })
 }
 
+/// Whether an import failed because an operand must be known at import time.
+fn needs_known(e: &catml_onnx::OnnxError) -> bool {
+    e.to_string().contains("must be known at import time")
+}
+
 fn run_case(dir: &Path) -> Outcome {
     if dir.join("NOT_TENSORS").exists() {
         return Outcome::Unsupported("inputs or outputs are sequences, maps or optionals".into());
@@ -84,6 +89,7 @@ fn run_case(dir: &Path) -> Outcome {
     sets.sort();
     let mut imported: Option<(Vec<Vec<usize>>, catml_onnx::Imported)> = None;
     let mut bind = false;
+    let mut bind_vectors = false;
     for set in &sets {
         let inputs: Vec<Const> = match numbered(set, "input").iter().map(|p| read_pb(p)).collect() {
             Ok(v) => v,
@@ -103,26 +109,45 @@ fn run_case(dir: &Path) -> Outcome {
                 .collect();
             // Integer inputs (axes, shapes, indices) are bound when the program needs them
             // known, or the tensor layer cannot hold them; every data set then re-imports.
+            // Operands an operator needs known (scales, roi) may be float vectors: those are
+            // bound too when an import says so.
+            let binds = |c: &Const, vectors: bool| !c.is_float() || (vectors && c.dims.len() <= 1);
             let bound: Bound = data_inputs
                 .iter()
                 .zip(&inputs)
-                .filter(|(_, c)| bind && !c.is_float())
+                .filter(|(_, c)| bind && binds(c, bind_vectors))
                 .map(|(n, c)| (n.to_string(), c.clone()))
                 .collect();
             match import_bound(&model, &shapes, &bound, Some(dir)) {
                 Ok(m) => imported = Some((if bind { Vec::new() } else { sig }, m)),
-                Err(e) if e.is_unsupported() && !bind && inputs.iter().any(|c| !c.is_float()) => {
+                Err(e)
+                    if e.is_unsupported()
+                        && !bind
+                        && inputs.iter().any(|c| binds(c, needs_known(&e))) =>
+                {
                     bind = true;
-                    let bound: Bound = data_inputs
-                        .iter()
-                        .zip(&inputs)
-                        .filter(|(_, c)| !c.is_float())
-                        .map(|(n, c)| (n.to_string(), c.clone()))
-                        .collect();
-                    match import_bound(&model, &shapes, &bound, Some(dir)) {
-                        Ok(m) => imported = Some((Vec::new(), m)),
-                        Err(e) if e.is_unsupported() => return Outcome::Unsupported(e.to_string()),
-                        Err(e) => return Outcome::Fail(format!("import: {e}")),
+                    let mut last = e;
+                    loop {
+                        bind_vectors = bind_vectors || needs_known(&last);
+                        let bound: Bound = data_inputs
+                            .iter()
+                            .zip(&inputs)
+                            .filter(|(_, c)| binds(c, bind_vectors))
+                            .map(|(n, c)| (n.to_string(), c.clone()))
+                            .collect();
+                        match import_bound(&model, &shapes, &bound, Some(dir)) {
+                            Ok(m) => {
+                                imported = Some((Vec::new(), m));
+                                break;
+                            }
+                            Err(e) if e.is_unsupported() && !bind_vectors && needs_known(&e) => {
+                                last = e
+                            }
+                            Err(e) if e.is_unsupported() => {
+                                return Outcome::Unsupported(e.to_string())
+                            }
+                            Err(e) => return Outcome::Fail(format!("import: {e}")),
+                        }
                     }
                 }
                 Err(e) if e.is_unsupported() => return Outcome::Unsupported(e.to_string()),

@@ -289,7 +289,8 @@ impl<'a> Ctx<'a> {
         self.b.ty(v).clone()
     }
 
-    /// `v` broadcast (numpy rules, leading axes added) to `dims`.
+    /// `v` broadcast (numpy rules, leading axes added) to `dims`. The core broadcasts floats;
+    /// a bool goes through f32 and back (exact), an i64 program value is unsupported.
     pub fn expand_to(&mut self, v: Var, dims: &[usize]) -> R<Var> {
         let ty = self.ty(v);
         if ty.dims() == dims {
@@ -301,16 +302,41 @@ impl<'a> Ctx<'a> {
         }
         let offset = dims.len() - r;
         let map: Vec<usize> = (offset..dims.len()).collect();
-        self.b
-            .broadcast(v, dims.to_vec(), map)
-            .map_err(|e| self.err(e.to_string()))
+        match ty.dtype {
+            DType::I64 => Err(self.unsupported(format!(
+                "broadcasting an i64 program value {ty} to {dims:?}"
+            ))),
+            DType::Bool => {
+                let f = self
+                    .b
+                    .convert(v, DType::F32)
+                    .map_err(|e| self.err(e.to_string()))?;
+                let f = self
+                    .b
+                    .broadcast(f, dims.to_vec(), map)
+                    .map_err(|e| self.err(e.to_string()))?;
+                self.b
+                    .convert(f, DType::Bool)
+                    .map_err(|e| self.err(e.to_string()))
+            }
+            _ => self
+                .b
+                .broadcast(v, dims.to_vec(), map)
+                .map_err(|e| self.err(e.to_string())),
+        }
     }
 
-    /// A scalar constant of `dtype` broadcast to `dims`.
+    /// A scalar constant of `dtype` broadcast to `dims` (a whole constant for i64 and bool,
+    /// which the core does not broadcast).
     pub fn full(&mut self, value: f64, dtype: DType, dims: &[usize]) -> R<Var> {
-        self.b
-            .full(value, &TensorType::new(dtype, dims.to_vec()))
-            .map_err(|e| self.err(e.to_string()))
+        let ty = TensorType::new(dtype, dims.to_vec());
+        let r = if dtype.is_float() {
+            self.b.full(value, &ty)
+        } else {
+            self.b
+                .constant(catml_core::tensor::Tensor::full(&ty, value))
+        };
+        r.map_err(|e| self.err(e.to_string()))
     }
 }
 

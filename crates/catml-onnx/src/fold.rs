@@ -126,7 +126,17 @@ pub fn fold(
             if any_int && x.len() == 2 =>
         {
             let (a, b) = (get(0)?, get(1)?);
-            Some(binary(&node.op_type, a, b).map_err(err))
+            // fmod = 1: the C remainder (sign of the dividend), else the sign of the divisor.
+            let op = if node.op_type == "Mod" && attr_int("fmod") == Some(1) {
+                "Fmod"
+            } else {
+                node.op_type.as_str()
+            };
+            Some(binary(op, a, b).map_err(err))
+        }
+        "Pow" if get(0).is_some_and(|c| !c.is_float()) => {
+            let (a, b) = (get(0)?, get(1)?);
+            Some(int_pow(a, b).map_err(err))
         }
         "Neg" | "Abs" | "Not" | "Sign" if any_int => {
             let c = get(0)?;
@@ -438,7 +448,9 @@ fn slice(
     Ok(pick(c, dims, &src))
 }
 
-fn cast(c: &Const, to: i32) -> Const {
+/// ONNX Cast of a known value: floats to integers truncate toward zero, then wrap to the
+/// target width; anything nonzero becomes true.
+pub fn cast(c: &Const, to: i32) -> Const {
     let float_target = matches!(
         to,
         elem::FLOAT | elem::DOUBLE | elem::FLOAT16 | elem::BFLOAT16
@@ -518,6 +530,12 @@ fn binary(op: &str, a: &Const, b: &Const) -> Result<Const, String> {
                 }
                 p.rem_euclid(q) + if q < 0 && p.rem_euclid(q) != 0 { q } else { 0 }
             }
+            "Fmod" => {
+                if q == 0 {
+                    return Err("integer modulo by zero".to_string());
+                }
+                p.wrapping_rem(q)
+            }
             "Equal" => (p == q) as i64,
             "Less" => (p < q) as i64,
             "Greater" => (p > q) as i64,
@@ -552,10 +570,14 @@ fn reduce_int(op: &str, c: &Const, axes: Option<&[i64]>, keep: bool) -> Result<C
         .map(|(k, &d)| if axes.contains(&k) { 1 } else { d })
         .collect();
     let n: usize = out_full.iter().product();
+    // The identity of each reduction (over an empty set it is the result).
+    let bool_elem = c.elem == elem::BOOL;
     let init = match op {
         "ReduceProd" => 1,
         "ReduceSum" => 0,
+        "ReduceMax" if bool_elem => 0,
         "ReduceMax" => i64::MIN,
+        _ if bool_elem => 1,
         _ => i64::MAX,
     };
     let mut acc = vec![init; n];
@@ -586,4 +608,44 @@ fn reduce_int(op: &str, c: &Const, axes: Option<&[i64]>, keep: bool) -> Result<C
             .collect()
     };
     Ok(Const::ints(c.elem, dims, acc))
+}
+
+/// Pow of an integer base (the result keeps the base's type): exact for integer exponents,
+/// truncated toward zero for float ones.
+fn int_pow(a: &Const, b: &Const) -> Result<Const, String> {
+    let dims = broadcast_dims(&a.dims, &b.dims)
+        .ok_or_else(|| format!("cannot broadcast {:?} and {:?}", a.dims, b.dims))?;
+    let x = expand(a, &dims).as_i64s();
+    let eb = expand(b, &dims);
+    let out: Vec<i64> = match &eb.data {
+        Data::I(y) => x
+            .iter()
+            .zip(y)
+            .map(|(&p, &q)| {
+                if q < 0 {
+                    // 1/p^|q| truncates to 0 unless |p| = 1.
+                    match p {
+                        1 => 1,
+                        -1 => {
+                            if q % 2 == 0 {
+                                1
+                            } else {
+                                -1
+                            }
+                        }
+                        _ => 0,
+                    }
+                } else {
+                    p.wrapping_pow(q.min(u32::MAX as i64) as u32)
+                }
+            })
+            .collect(),
+        Data::F(y) => x
+            .iter()
+            .zip(y)
+            .map(|(&p, &q)| (p as f64).powf(q) as i64)
+            .collect(),
+    };
+    let out = out.into_iter().map(|v| wrap_int(v, a.elem)).collect();
+    Ok(Const::ints(a.elem, dims, out))
 }

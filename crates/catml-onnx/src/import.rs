@@ -229,6 +229,20 @@ impl<'m> Importer<'m> {
                 imp.unheld.push((i, input.name.clone(), code));
                 continue;
             };
+            if let Some(g) = given.filter(|g| g.contains(&0) && g.len() == dims.len()) {
+                // A zero-sized input has one possible value, known from its type: it imports
+                // as that constant (what reads it must accept an empty value).
+                if dims.iter().zip(g).all(|(d, &n)| d.is_none_or(|d| d == n)) {
+                    let c = if elem::is_integer(code) {
+                        Const::ints(code, g.clone(), Vec::new())
+                    } else {
+                        Const::floats(code, g.clone(), Vec::new())
+                    };
+                    imp.values
+                        .insert(input.name.clone(), Value::Const(Arc::new(c)));
+                    continue;
+                }
+            }
             let dims = bind_dims(&input.name, &dims, given)?;
             if imp.values.contains_key(&input.name) {
                 return Err(OnnxError::field(
@@ -430,7 +444,12 @@ impl<'m> Importer<'m> {
             return Ok(outs);
         }
         let p = scratch.finish(&vars).map_err(|e| err(e.to_string()))?;
-        let vals = interp::eval(&p, &[]).map_err(|e| err(e.to_string()))?;
+        // Constants may be infinite (masks of -inf): folding computes what the model does.
+        let options = interp::EvalOptions {
+            check_non_finite: false,
+            ..interp::EvalOptions::default()
+        };
+        let vals = interp::eval_with_options(&p, &[], options).map_err(|e| err(e.to_string()))?;
         let mut it = vals.into_iter();
         Ok(outs
             .into_iter()

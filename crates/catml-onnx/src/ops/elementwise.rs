@@ -82,33 +82,108 @@ pub fn variadic(c: &mut Ctx) -> R<Vec<Value>> {
     Ok(vec![Value::Var(acc)])
 }
 
-/// x^y: repeated products for a known small integer exponent, else the `pow` primitive.
+/// x^y with ONNX (C `pow`) semantics. A known exponent that is one integer n becomes
+/// `powi(x, n)`; otherwise `pow` (defined for x > 0) where x > 0, and where x <= 0:
+/// 0^y = 0 or 1 for y > 0 or y = 0; (-a)^n = ±a^n for integer n (negative for odd n).
 pub fn pow(c: &mut Ctx) -> R<Vec<Value>> {
     if let Some(k) = c.known(1) {
         let vals = k.as_f64s();
+        let dims0 = c.dims(0)?;
         if !vals.is_empty()
             && vals.iter().all(|&v| v == vals[0])
             && vals[0].fract() == 0.0
-            && vals[0].abs() <= 8.0
+            && vals[0].abs() <= i32::MAX as f64
+            && c.dtype(0)?.is_float()
         {
             let x = c.fvar(0)?;
-            let mut dims = c.ty(x).dims().to_vec();
-            dims =
-                broadcast_dims(&dims, &k.dims).ok_or_else(|| c.err("shapes do not broadcast"))?;
+            let dims =
+                broadcast_dims(&dims0, &k.dims).ok_or_else(|| c.err("shapes do not broadcast"))?;
             let x = c.expand_to(x, &dims)?;
-            let n = vals[0] as i64;
-            let mut y = c.full(1.0, c.ty(x).dtype, &dims)?;
-            for _ in 0..n.abs() {
-                y = t!(c, c.b.mul(y, x))?;
-            }
-            if n < 0 {
-                y = t!(c, c.b.reciprocal(y))?;
-            }
-            return Ok(vec![Value::Var(y)]);
+            return Ok(vec![Value::Var(t!(c, c.b.powi(x, vals[0] as i32))?)]);
         }
     }
+    let x = c.fvar(0)?;
+    let dt = c.ty(x).dtype;
+    // An integer exponent known at import becomes a float of the base's type.
+    let y = match c.known(1) {
+        Some(k) if !k.is_float() => {
+            let t =
+                crate::konst::Const::floats(crate::konst::code_of(dt), k.dims.clone(), k.as_f64s())
+                    .to_tensor()
+                    .map_err(|m| c.err(m))?;
+            t!(c, c.b.constant(t))?
+        }
+        _ => c.fvar(1)?,
+    };
+    if c.ty(y).dtype != dt {
+        return Err(c.unsupported(format!(
+            "base of dtype {dt} with an exponent of dtype {}",
+            c.ty(y).dtype
+        )));
+    }
+    let dims = broadcast_dims(c.ty(x).dims(), c.ty(y).dims())
+        .ok_or_else(|| c.err("shapes do not broadcast"))?;
+    let (x, y) = (c.expand_to(x, &dims)?, c.expand_to(y, &dims)?);
+    Ok(vec![Value::Var(pow_general(c, x, y)?)])
+}
+
+/// The cases x <= 0 that have a finite result take |x| or 1 as `pow`'s base; the others
+/// (0 to a negative power, a negative base to a fractional one: inf and NaN in ONNX) keep x,
+/// so `pow` reports them as outside its domain instead of computing a non-finite value.
+fn pow_general(c: &mut Ctx, x: Var, y: Var) -> R<Var> {
+    let ty = c.ty(x);
+    let (dt, dims) = (ty.dtype, ty.dims().to_vec());
+    let zero = c.full(0.0, dt, &dims)?;
+    let one = c.full(1.0, dt, &dims)?;
+    let pos = t!(c, c.b.greater(x, zero))?;
+    let is_zero = t!(c, c.b.equal(x, zero))?;
+    let y_nonneg = t!(c, c.b.greater_equal(y, zero))?;
+    let zero_ok = t!(c, c.b.logical_and(is_zero, y_nonneg))?;
+    let x_neg = t!(c, c.b.less(x, zero))?;
+    let fy = t!(c, c.b.floor(y))?;
+    let is_int = t!(c, c.b.equal(fy, y))?;
+    let neg_ok = t!(c, c.b.logical_and(x_neg, is_int))?;
+    let ax = t!(c, c.b.abs(x))?;
+    let b1 = t!(c, c.b.select(neg_ok, ax, x))?;
+    let b2 = t!(c, c.b.select(zero_ok, one, b1))?;
+    let base = t!(c, c.b.select(pos, x, b2))?;
+    let p = t!(c, c.b.pow(base, y))?;
+    // 0^y: 0 for y > 0, 1 for y = 0.
+    let y_pos = t!(c, c.b.greater(y, zero))?;
+    let at_zero = t!(c, c.b.select(y_pos, zero, one))?;
+    // (-a)^n = a^n for even n, -a^n for odd n.
+    let half = t!(c, c.b.scale(y, 0.5))?;
+    let fh = t!(c, c.b.floor(half))?;
+    let even = t!(c, c.b.equal(fh, half))?;
+    let np = t!(c, c.b.neg(p))?;
+    let signed = t!(c, c.b.select(even, p, np))?;
+    let nonpos = t!(c, c.b.select(zero_ok, at_zero, signed))?;
+    t!(c, c.b.select(pos, p, nonpos))
+}
+
+/// Mod: integer operands fold at import (`fold`). Floats: a - r(a / b) b, with r rounding
+/// toward zero for `fmod = 1` (C fmod, the dividend's sign) and down for `fmod = 0` (the
+/// divisor's sign).
+pub fn modulo(c: &mut Ctx) -> R<Vec<Value>> {
+    if !c.dtype(0)?.is_float() {
+        return Err(
+            c.unsupported("integer Mod of program values (CatML folds integer arithmetic only)")
+        );
+    }
+    let fmod = c.int("fmod", 0)? == 1;
     let (a, b) = operands2(c, 0, 1)?;
-    Ok(vec![Value::Var(t!(c, c.b.pow(a, b))?)])
+    let q = t!(c, c.b.div(a, b))?;
+    let fl = t!(c, c.b.floor(q))?;
+    let r = if fmod {
+        let zero = c.b.full_like(0.0, q).map_err(|er| c.err(er.to_string()))?;
+        let nonneg = t!(c, c.b.greater_equal(q, zero))?;
+        let ce = t!(c, c.b.ceil(q))?;
+        t!(c, c.b.select(nonneg, fl, ce))?
+    } else {
+        fl
+    };
+    let rb = t!(c, c.b.mul(r, b))?;
+    Ok(vec![Value::Var(t!(c, c.b.sub(a, rb))?)])
 }
 
 /// PRelu: relu(x) - slope · relu(-x), slope broadcast to x.
@@ -267,6 +342,60 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
             let t2 = t!(c, c.b.mul(xp, s2))?;
             t!(c, c.b.add(t1, t2))?
         }
+        "Tan" => {
+            let (s, co) = (t!(c, c.b.sin(x))?, t!(c, c.b.cos(x))?);
+            t!(c, c.b.div(s, co))?
+        }
+        "Sinh" | "Cosh" => {
+            // (e^x ∓ e^-x) / 2
+            let e = t!(c, c.b.exp(x))?;
+            let nx = t!(c, c.b.neg(x))?;
+            let en = t!(c, c.b.exp(nx))?;
+            let d = if op == "Sinh" {
+                t!(c, c.b.sub(e, en))?
+            } else {
+                t!(c, c.b.add(e, en))?
+            };
+            t!(c, c.b.scale(d, 0.5))?
+        }
+        "Asin" | "Acos" => {
+            // asin x = atan(x / sqrt(1 - x^2)); acos x = pi/2 - asin x
+            let sq = t!(c, c.b.square(x))?;
+            let one = c.b.full_like(1.0, x).map_err(|er| c.err(er.to_string()))?;
+            let d = t!(c, c.b.sub(one, sq))?;
+            let r = t!(c, c.b.sqrt(d))?;
+            let q = t!(c, c.b.div(x, r))?;
+            let a = t!(c, c.b.unary_row(names::ATAN, &[], q))?;
+            if op == "Asin" {
+                a
+            } else {
+                let h =
+                    c.b.full_like(std::f64::consts::FRAC_PI_2, x)
+                        .map_err(|er| c.err(er.to_string()))?;
+                t!(c, c.b.sub(h, a))?
+            }
+        }
+        "Asinh" | "Acosh" => {
+            // log(x + sqrt(x^2 ± 1))
+            let sq = t!(c, c.b.square(x))?;
+            let one = c.b.full_like(1.0, x).map_err(|er| c.err(er.to_string()))?;
+            let d = if op == "Asinh" {
+                t!(c, c.b.add(sq, one))?
+            } else {
+                t!(c, c.b.sub(sq, one))?
+            };
+            let r = t!(c, c.b.sqrt(d))?;
+            let a = t!(c, c.b.add(x, r))?;
+            t!(c, c.b.log(a))?
+        }
+        "Atanh" => {
+            // (log1p(x) - log1p(-x)) / 2
+            let p = t!(c, c.b.log1p(x))?;
+            let nx = t!(c, c.b.neg(x))?;
+            let n = t!(c, c.b.log1p(nx))?;
+            let d = t!(c, c.b.sub(p, n))?;
+            t!(c, c.b.scale(d, 0.5))?
+        }
         "Gelu" => {
             let approx = c.string("approximate", "none")?;
             let tanh = match approx.as_str() {
@@ -289,16 +418,12 @@ pub fn clip(c: &mut Ctx) -> R<Vec<Value>> {
             Some(c.float("max", f32::MAX)? as f64),
         )
     } else {
-        let lo = if c.has(1) {
-            Some(c.need_known(1, "min")?.as_f64s()[0])
-        } else {
-            None
-        };
-        let hi = if c.has(2) {
-            Some(c.need_known(2, "max")?.as_f64s()[0])
-        } else {
-            None
-        };
+        let known = |c: &Ctx, i: usize| c.has(i) && c.known(i).is_some();
+        if (c.has(1) && !known(c, 1)) || (c.has(2) && !known(c, 2)) {
+            return clip_inputs(c, x);
+        }
+        let lo = c.known(1).and_then(|k| k.as_f64s().first().copied());
+        let hi = c.known(2).and_then(|k| k.as_f64s().first().copied());
         (lo, hi)
     };
     let lo = lo.filter(|v| *v > f32::MIN as f64);
@@ -306,17 +431,56 @@ pub fn clip(c: &mut Ctx) -> R<Vec<Value>> {
     Ok(vec![Value::Var(clip_var(c, x, lo, hi)?)])
 }
 
+/// Clip with bounds that are program values: min(max(x, lo), hi), each bound a scalar
+/// broadcast to x (min > max gives max everywhere, as ONNX says).
+fn clip_inputs(c: &mut Ctx, x: Var) -> R<Vec<Value>> {
+    let dims = c.ty(x).dims().to_vec();
+    let mut y = x;
+    for (i, name) in [(1, "min"), (2, "max")] {
+        if !c.has(i) {
+            continue;
+        }
+        if c.dims(i)?.iter().product::<usize>() != 1 {
+            return Err(c.err(format!("{name} (input {i}) must be a scalar")));
+        }
+        let v = c.fvar(i)?;
+        let r = c.ty(v).rank();
+        let v = if r > 0 {
+            t!(c, c.b.reshape(v, Vec::<usize>::new()))?
+        } else {
+            v
+        };
+        let v = c.expand_to(v, &dims)?;
+        y = if i == 1 {
+            max2(c, y, v)?
+        } else {
+            min2(c, y, v)?
+        };
+    }
+    Ok(vec![Value::Var(y)])
+}
+
 /// Identity, and Dropout at inference (the output is the input).
 pub fn identity(c: &mut Ctx) -> R<Vec<Value>> {
     if c.node.op_type == "Dropout" {
-        if c.node.output.len() > 1 && !c.node.output[1].is_empty() {
-            return Err(c.unsupported("the mask output (bool)"));
-        }
         if c.has(2) {
             let t = c.need_known(2, "training_mode")?;
             if t.as_i64s().first().copied().unwrap_or(0) != 0 {
                 return Err(c.unsupported("training_mode = true"));
             }
+        }
+        if c.node.output.len() > 1 && !c.node.output[1].is_empty() {
+            // At inference nothing is dropped: the mask is all true.
+            let dims = c.dims(0)?;
+            let mask = crate::konst::Const::ints(
+                crate::konst::elem::BOOL,
+                dims.clone(),
+                vec![1; dims.iter().product()],
+            );
+            return Ok(vec![
+                c.value(0)?.clone(),
+                Value::Const(std::sync::Arc::new(mask)),
+            ]);
         }
     }
     Ok(vec![c.value(0)?.clone()])

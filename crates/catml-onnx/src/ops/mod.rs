@@ -1,7 +1,14 @@
 //! The operator table: each default-domain ONNX operator the importer maps, with the oldest
 //! opset whose semantics its mapping implements.
 
+mod arg;
+mod attention;
+mod conv_transpose;
+mod einsum;
 mod elementwise;
+mod linmap;
+mod logic;
+mod loss;
 mod nn;
 mod reduce;
 mod shape;
@@ -21,6 +28,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("Mul", elementwise::mul),
     ("Div", elementwise::div),
     ("Pow", elementwise::pow),
+    ("Mod", elementwise::modulo),
     ("Max", elementwise::variadic),
     ("Min", elementwise::variadic),
     ("Sum", elementwise::variadic),
@@ -41,6 +49,14 @@ const TABLE: &[(&str, OpFn)] = &[
     ("Sin", elementwise::unary),
     ("Cos", elementwise::unary),
     ("Atan", elementwise::unary),
+    ("Tan", elementwise::unary),
+    ("Sinh", elementwise::unary),
+    ("Cosh", elementwise::unary),
+    ("Asin", elementwise::unary),
+    ("Acos", elementwise::unary),
+    ("Asinh", elementwise::unary),
+    ("Acosh", elementwise::unary),
+    ("Atanh", elementwise::unary),
     ("Erf", elementwise::unary),
     ("Floor", elementwise::unary),
     ("Ceil", elementwise::unary),
@@ -82,6 +98,9 @@ const TABLE: &[(&str, OpFn)] = &[
     ("SpaceToDepth", shape::depth_space),
     ("Trilu", shape::trilu),
     ("ReduceSum", reduce::reduce),
+    ("ReduceProd", reduce::reduce),
+    ("Hardmax", reduce::hardmax),
+    ("LpNormalization", reduce::lp_normalization),
     ("ReduceMean", reduce::reduce),
     ("ReduceMax", reduce::reduce),
     ("ReduceMin", reduce::reduce),
@@ -95,8 +114,10 @@ const TABLE: &[(&str, OpFn)] = &[
     ("MatMul", nn::matmul),
     ("Gemm", nn::gemm),
     ("Conv", nn::conv),
+    ("ConvTranspose", conv_transpose::conv_transpose),
     ("MaxPool", nn::pool),
     ("AveragePool", nn::pool),
+    ("LpPool", nn::pool),
     ("GlobalAveragePool", nn::global_pool),
     ("GlobalMaxPool", nn::global_pool),
     ("BatchNormalization", nn::batch_norm),
@@ -104,6 +125,30 @@ const TABLE: &[(&str, OpFn)] = &[
     ("InstanceNormalization", nn::instance_norm),
     ("GroupNormalization", nn::group_norm),
     ("RMSNormalization", nn::rms_norm),
+    ("Equal", logic::compare),
+    ("Less", logic::compare),
+    ("LessOrEqual", logic::compare),
+    ("Greater", logic::compare),
+    ("GreaterOrEqual", logic::compare),
+    ("Not", logic::logical),
+    ("And", logic::logical),
+    ("Or", logic::logical),
+    ("Xor", logic::logical),
+    ("Where", logic::where_),
+    ("IsNaN", logic::is_special),
+    ("IsInf", logic::is_special),
+    ("GatherElements", loss::gather_elements),
+    ("NegativeLogLikelihoodLoss", loss::nll_loss),
+    ("SoftmaxCrossEntropyLoss", loss::softmax_cross_entropy),
+    ("Einsum", einsum::einsum),
+    ("CumSum", linmap::cumsum),
+    ("CumProd", linmap::cumprod),
+    ("OneHot", linmap::one_hot),
+    ("EyeLike", linmap::eye_like),
+    ("Resize", linmap::resize),
+    ("Attention", attention::attention),
+    ("ArgMax", arg::arg_extreme),
+    ("ArgMin", arg::arg_extreme),
 ];
 
 /// Operators whose outputs are random: never folded.

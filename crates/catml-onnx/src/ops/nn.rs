@@ -241,6 +241,29 @@ pub fn pool(c: &mut Ctx) -> R<Vec<Value>> {
     let attrs = Pool2dAttrs::new(k2).stride(s2).padding(cp2);
     let y = if op == "MaxPool" {
         t!(c, c.b.max_pool2d(x2, attrs))?
+    } else if op == "LpPool" {
+        // (sum over the window of |x|^p)^(1/p); padding adds zeros.
+        let p = c.int("p", 2)?;
+        if p < 1 || p > i32::MAX as i64 {
+            return Err(c.err(format!("p = {p} must be a positive integer")));
+        }
+        let xp = if p == 2 {
+            t!(c, c.b.mul(x2, x2))?
+        } else {
+            let a = t!(c, c.b.abs(x2))?;
+            t!(c, c.b.powi(a, p as i32))?
+        };
+        let s = t!(c, c.b.sum_pool2d(xp, attrs))?;
+        match p {
+            1 => s,
+            2 => t!(c, c.b.sqrt(s))?,
+            _ => {
+                let e =
+                    c.b.full_like(1.0 / p as f64, s)
+                        .map_err(|e| c.err(e.to_string()))?;
+                t!(c, c.b.pow(s, e))?
+            }
+        }
     } else {
         let s = t!(c, c.b.sum_pool2d(x2, attrs))?;
         // The divisor of each window, known: its input elements, plus the explicit padding

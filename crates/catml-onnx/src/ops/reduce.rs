@@ -128,9 +128,92 @@ pub fn reduce(c: &mut Ctx) -> R<Vec<Value>> {
                 reshape_to(c, y, kd)?
             }
         }
+        "ReduceProd" => {
+            // One product of slices per reduced axis (the last first, so positions hold).
+            let mut p = x;
+            for &a in axes.iter().rev() {
+                if dims[a] > 256 {
+                    return Err(c.unsupported(format!("ReduceProd over an axis of {}", dims[a])));
+                }
+                let mut acc = super::shape::take_along(c, p, a, vec![0])?;
+                for k in 1..dims[a] {
+                    let s = super::shape::take_along(c, p, a, vec![k])?;
+                    acc = t!(c, c.b.mul(acc, s))?;
+                }
+                p = acc;
+            }
+            if keep {
+                p
+            } else {
+                let kd: Vec<usize> = dims
+                    .iter()
+                    .enumerate()
+                    .filter(|(k, _)| !axes.contains(k))
+                    .map(|(_, &d)| d)
+                    .collect();
+                reshape_to(c, p, kd)?
+            }
+        }
         other => return Err(c.unsupported(format!("reduction {other}"))),
     };
     Ok(vec![Value::Var(y)])
+}
+
+/// Hardmax: 1 at the first largest entry along the axis, 0 elsewhere (before opset 13 over the
+/// flattened trailing axes from `axis`, default 1).
+pub fn hardmax(c: &mut Ctx) -> R<Vec<Value>> {
+    let x = c.fvar(0)?;
+    let dims = c.ty(x).dims().to_vec();
+    let r = dims.len();
+    let dt = c.ty(x).dtype;
+    let (v, axis) = if c.opset < 13 {
+        let axis = c.axis(c.int("axis", 1)?, r)?;
+        let flat = vec![dims[..axis].iter().product(), dims[axis..].iter().product()];
+        (reshape_to(c, x, flat)?, 1)
+    } else {
+        (x, c.axis(c.int("axis", -1)?, r)?)
+    };
+    let vd = c.ty(v).dims().to_vec();
+    let n = vd[axis];
+    let i = t!(c, c.b.argmax(v, axis))?;
+    let h = t!(c, c.b.one_hot(i, n, dt))?;
+    // one_hot appends the class axis: move it back to `axis`.
+    let rv = vd.len();
+    let h = if axis + 1 == rv {
+        h
+    } else {
+        let mut perm: Vec<usize> = (0..rv - 1).collect();
+        perm.insert(axis, rv - 1);
+        t!(c, c.b.permute(h, perm))?
+    };
+    Ok(vec![Value::Var(reshape_to(c, h, dims)?)])
+}
+
+/// LpNormalization: x / ||x||_p along `axis` (p = 1 or 2); 0 where the norm is 0.
+pub fn lp_normalization(c: &mut Ctx) -> R<Vec<Value>> {
+    let x = c.fvar(0)?;
+    let dims = c.ty(x).dims().to_vec();
+    let axis = c.axis(c.int("axis", -1)?, dims.len())?;
+    let p = c.int("p", 2)?;
+    let norm = match p {
+        1 => {
+            let a = t!(c, c.b.abs(x))?;
+            sum_keep(c, a, &[axis], true)?
+        }
+        2 => {
+            let sq = t!(c, c.b.mul(x, x))?;
+            let s = sum_keep(c, sq, &[axis], true)?;
+            t!(c, c.b.sqrt(s))?
+        }
+        other => return Err(c.unsupported(format!("p = {other}"))),
+    };
+    // A zero norm means x is 0 there: divide by 1 instead, giving 0 (as ONNX does).
+    let nb = c.expand_to(norm, &dims)?;
+    let zero = c.b.full_like(0.0, nb).map_err(|e| c.err(e.to_string()))?;
+    let one = c.b.full_like(1.0, nb).map_err(|e| c.err(e.to_string()))?;
+    let z = t!(c, c.b.equal(nb, zero))?;
+    let safe = t!(c, c.b.select(z, one, nb))?;
+    Ok(vec![Value::Var(t!(c, c.b.div(x, safe))?)])
 }
 
 /// Softmax, LogSoftmax: before opset 13 over the flattened trailing axes from `axis` (default 1),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use catml_core::ir::Var;
 use catml_core::prim::Ops;
+use catml_core::tensor::{DType, Tensor};
 
 use crate::ctx::{broadcast_dims, Ctx, Value, R};
 use crate::fold::{reshape_dims, slice_ranges};
@@ -386,6 +387,11 @@ pub fn cast(c: &mut Ctx) -> R<Vec<Value>> {
         c.int_opt("to")?
             .ok_or_else(|| c.err("attribute `to` is required"))? as i32
     };
+    // A constant operand casts at import, to any element type (CastLike reads only the
+    // second operand's type).
+    if let Value::Const(k) = c.value(0)? {
+        return konst(crate::fold::cast(k, to));
+    }
     let target = dtype_of(to).ok_or_else(|| {
         c.unsupported(format!(
             "cast to {}, which the CatML tensor layer does not hold",
@@ -397,7 +403,11 @@ pub fn cast(c: &mut Ctx) -> R<Vec<Value>> {
     if c.ty(x).dtype == target {
         return out(x);
     }
-    let _ = code_of(target);
+    if c.ty(x).dtype.is_float() && target == DType::I64 {
+        return Err(c.unsupported(
+            "cast of a float program value to an integer type (CatML floats do not become integers)",
+        ));
+    }
     out(t!(c, c.b.convert(x, target))?)
 }
 
@@ -550,7 +560,10 @@ pub fn depth_space(c: &mut Ctx) -> R<Vec<Value>> {
 
 /// Trilu: x times a 0/1 mask of the kept triangle (k known).
 pub fn trilu(c: &mut Ctx) -> R<Vec<Value>> {
-    let x = c.fvar(0)?;
+    let x = c.var(0)?;
+    if c.ty(x).dtype == DType::Bool {
+        return Err(c.unsupported("a bool input"));
+    }
     let ty = c.ty(x);
     let d = ty.dims().to_vec();
     if d.len() < 2 {
@@ -570,6 +583,15 @@ pub fn trilu(c: &mut Ctx) -> R<Vec<Value>> {
             keep as i64 as f64
         })
         .collect();
+    if ty.dtype == DType::I64 {
+        // Integer values select by a bool mask (the core multiplies floats only).
+        let n: usize = d.iter().product();
+        let keep: Vec<bool> = (0..n).map(|p| mask[p % (rows * cols)] != 0.0).collect();
+        let m = Tensor::bool(d.clone(), keep).map_err(|e| c.err(e.to_string()))?;
+        let m = t!(c, c.b.constant(m))?;
+        let z = c.full(0.0, DType::I64, &d)?;
+        return out(t!(c, c.b.select(m, x, z))?);
+    }
     let m = Const::floats(code_of(ty.dtype), vec![rows, cols], mask)
         .to_tensor()
         .map_err(|m| c.err(m))?;

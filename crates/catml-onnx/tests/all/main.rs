@@ -5,3 +5,4 @@ mod export_errors;
 mod export_roundtrip;
 mod hostile;
 mod import;
+mod import_ops;
