@@ -8,13 +8,13 @@ use std::sync::Arc;
 
 use catml_core::interp;
 use catml_core::ir::{Builder, InputKind, Program, Var};
-use catml_core::tensor::{Params, TensorType};
+use catml_core::tensor::{DType, Params, TensorType};
 
 use crate::ctx::{Ctx, Value};
 use crate::konst::{dtype_of, elem, Const};
 use crate::proto::{type_proto, GraphProto, ModelProto, ValueInfoProto};
 use crate::read::read_tensor;
-use crate::{ops, OnnxError};
+use crate::{ops, storage, OnnxError};
 
 /// The oldest and newest default-domain opsets the importer reads (onnx 1.23.2 knows 28).
 pub const MIN_OPSET: i64 = 7;
@@ -129,6 +129,8 @@ struct Importer<'m> {
     params: Params,
     /// Graph inputs of dtypes the tensor layer does not hold (usable only when bound).
     unheld: Vec<(usize, String, i32)>,
+    /// Program values of storage dtypes and their widened conversions.
+    widened: HashMap<Var, Var>,
     _model: &'m ModelProto,
 }
 
@@ -182,6 +184,7 @@ impl<'m> Importer<'m> {
             opset,
             params: Params::new(),
             unheld: Vec::new(),
+            widened: HashMap::new(),
             _model: model,
         };
         let init_names: HashSet<&str> = graph.initializer.iter().map(|t| t.name.as_str()).collect();
@@ -336,6 +339,25 @@ impl<'m> Importer<'m> {
                 }
             }
         }
+        // Storage dtypes compute widened (`storage.rs`).
+        let storage: Vec<Option<DType>> = inputs
+            .iter()
+            .map(|v| v.as_ref().and_then(|v| storage::storage_dtype(&self.b, v)))
+            .collect();
+        let node_err = |message: String| OnnxError::Node {
+            index,
+            name: node.name.clone(),
+            op: node.op_type.clone(),
+            message,
+        };
+        for slot in inputs.iter_mut() {
+            if let Some(v) = slot.take() {
+                *slot = Some(
+                    storage::widen(&mut self.b, &mut self.widened, &mut self.known, v)
+                        .map_err(node_err)?,
+                );
+            }
+        }
         let all_const = inputs
             .iter()
             .flatten()
@@ -361,6 +383,7 @@ impl<'m> Importer<'m> {
             self.b.set_tag(old_tag);
             outs?
         };
+        let outs = storage::narrow(&mut self.b, node, &storage, outs).map_err(node_err)?;
         for (name, v) in node.output.iter().zip(outs) {
             if !name.is_empty() {
                 self.values.insert(name.clone(), v);

@@ -1,7 +1,7 @@
 //! Values known at import time (constants, initializer values, shape arithmetic): any ONNX
 //! element type the reader decodes, any shape (zero-sized included), folded without a program.
 
-use catml_core::tensor::{DType, Tensor};
+use catml_core::tensor::{DType, Stored, Tensor};
 
 /// ONNX `TensorProto.DataType` codes the importer knows by name.
 pub mod elem {
@@ -53,25 +53,34 @@ pub mod elem {
     }
 }
 
+/// The CatML dtypes and their ONNX element type codes.
+const CODES: [(DType, i32); 13] = [
+    (DType::F32, elem::FLOAT),
+    (DType::F64, elem::DOUBLE),
+    (DType::I64, elem::INT64),
+    (DType::Bool, elem::BOOL),
+    (DType::F16, elem::FLOAT16),
+    (DType::BF16, elem::BFLOAT16),
+    (DType::I8, elem::INT8),
+    (DType::I16, elem::INT16),
+    (DType::I32, elem::INT32),
+    (DType::U8, elem::UINT8),
+    (DType::U16, elem::UINT16),
+    (DType::U32, elem::UINT32),
+    (DType::U64, elem::UINT64),
+];
+
 /// The CatML dtype of an ONNX element type, if the tensor layer has it.
 pub fn dtype_of(code: i32) -> Option<DType> {
-    match code {
-        elem::FLOAT => Some(DType::F32),
-        elem::DOUBLE => Some(DType::F64),
-        elem::INT64 => Some(DType::I64),
-        elem::BOOL => Some(DType::Bool),
-        _ => None,
-    }
+    CODES.iter().find(|(_, c)| *c == code).map(|(d, _)| *d)
 }
 
 /// The ONNX element type code of a CatML dtype.
 pub fn code_of(dtype: DType) -> i32 {
-    match dtype {
-        DType::F32 => elem::FLOAT,
-        DType::F64 => elem::DOUBLE,
-        DType::I64 => elem::INT64,
-        DType::Bool => elem::BOOL,
-    }
+    CODES
+        .iter()
+        .find(|(d, _)| *d == dtype)
+        .map_or(0, |(_, c)| *c)
 }
 
 /// The elements of a known value: floats widened to f64, integers (and bools) as i64.
@@ -154,6 +163,16 @@ impl Const {
             (Data::I(v), DType::Bool) => {
                 Tensor::bool(self.dims.clone(), v.iter().map(|&x| x != 0).collect())
             }
+            (Data::I(v), d) if d.is_storage() => Ok(Tensor::Stored(Stored::from_ints(
+                d,
+                self.dims.clone().into(),
+                &v.iter().map(|&x| i128::from(x)).collect::<Vec<_>>(),
+            ))),
+            (Data::F(v), d) if d.is_storage() => Ok(Tensor::Stored(Stored::from_f64s(
+                d,
+                self.dims.clone().into(),
+                v,
+            )?)),
             _ => return Err("element data does not match its dtype".to_string()),
         };
         t.map_err(|e| e.to_string())
@@ -175,7 +194,16 @@ impl Const {
                     .map(|a| a.data().iter().map(|&x| i64::from(x)).collect())
                     .unwrap_or_default(),
             ),
-            d => Const::floats(code_of(d), dims, t.to_f64_vec()),
+            d if d.is_floating_point() => Const::floats(code_of(d), dims, t.to_f64_vec()),
+            // Integers of every width are held as i64 (a u64 wraps, as `convert` does).
+            d => Const::ints(
+                code_of(d),
+                dims,
+                t.convert(DType::I64)
+                    .ok()
+                    .and_then(|w| w.as_i64().map(|a| a.data().to_vec()))
+                    .unwrap_or_default(),
+            ),
         }
     }
 }

@@ -23,6 +23,7 @@ mod ops;
 mod promote;
 pub mod proto;
 mod read;
+mod storage;
 
 use std::path::Path;
 

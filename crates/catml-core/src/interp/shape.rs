@@ -34,11 +34,13 @@ pub fn shape(p: &Program, inputs: &[TensorType]) -> Result<Vec<TensorType>, Shap
             .iter()
             .map(|o| types[o.index()].clone())
             .collect();
-        let ty = node.prim.infer(&args).map_err(|source| ShapeError::Node {
-            index: i,
-            name: node.name.clone(),
-            op: node.prim.name().to_string(),
-            source,
+        let ty = crate::ir::infer_type(node.prim.as_ref(), &args).map_err(|source| {
+            ShapeError::Node {
+                index: i,
+                name: node.name.clone(),
+                op: node.prim.name().to_string(),
+                source,
+            }
         })?;
         types.push(ty);
     }

@@ -189,7 +189,7 @@ impl Builder {
                 }
             }
         }
-        let ty = prim.infer(&types)?;
+        let ty = crate::ir::infer_type(prim.as_ref(), &types)?;
         if ty.shape.checked_numel().is_none() {
             return Err(TypeError::Invalid(format!(
                 "result type {ty} has an invalid shape"

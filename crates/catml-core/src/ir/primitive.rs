@@ -85,6 +85,33 @@ impl TypeError {
     }
 }
 
+/// [`Primitive::infer`] under the rule every primitive shares: storage dtypes (f16, u8, ...)
+/// enter and leave only primitives that [move](Primitive::moves_storage) them, so no kernel
+/// ever meets one. Builders, tracers and the shape interpreter type nodes through this.
+pub fn infer_type(prim: &dyn Primitive, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
+    if !prim.moves_storage() {
+        if let Some(index) = inputs.iter().position(|t| t.dtype.is_storage()) {
+            return Err(TypeError::DType {
+                index,
+                expected: format!(
+                    "a compute dtype (f32, f64, i64, bool): convert {} first",
+                    inputs[index].dtype
+                ),
+                found: inputs[index].dtype,
+            });
+        }
+    }
+    let ty = prim.infer(inputs)?;
+    if ty.dtype.is_storage() && !prim.moves_storage() {
+        return Err(TypeError::Invalid(format!(
+            "the result would have the storage dtype {}; produce {} and `convert`",
+            ty.dtype,
+            ty.dtype.compute()
+        )));
+    }
+    Ok(ty)
+}
+
 /// A kernel refused its inputs (outside the admissible domain, an unsupported dtype) or could
 /// not allocate its result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -127,6 +154,12 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
 
     /// The shape functor: the output type from the operand types, or why they do not fit.
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError>;
+
+    /// Whether operands or results may have a storage dtype (`docs/dtypes.md`): only the
+    /// primitives that hold or convert values (`constant`, `convert`) say yes.
+    fn moves_storage(&self) -> bool {
+        false
+    }
 
     /// The eval functor on f32/f64 (and i64 where meaningful). Operands have the types `infer`
     /// accepted. Rejects inputs outside the admissible domain.

@@ -93,7 +93,17 @@ pub fn eval_ring<K: RingKernel>(k: &K, x: &[&Tensor]) -> Result<Tensor, KernelEr
             let refs: Vec<&Array<i64>> = ints.iter().collect();
             Tensor::Bool(k.ring(&refs)?.map(|&v| v != 0))
         }
+        d => return Err(storage_operand(d)),
     })
+}
+
+/// The kernel error for a storage-dtype operand, which type rules keep from every kernel
+/// (`infer_type`).
+pub fn storage_operand(d: DType) -> KernelError {
+    KernelError::Unsupported(format!(
+        "{d} is a storage dtype: convert it to {} first",
+        d.compute()
+    ))
 }
 
 /// Runs a ring kernel exactly.
@@ -114,6 +124,7 @@ pub fn eval_float<K: FloatKernel>(k: &K, x: &[&Tensor]) -> Result<Tensor, Kernel
                 "integer or bool operands in float arithmetic".to_string(),
             ))
         }
+        d => return Err(storage_operand(d)),
     })
 }
 

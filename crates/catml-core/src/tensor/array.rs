@@ -1,6 +1,6 @@
 use std::sync::Arc;
 
-use super::{DType, Shape, TensorType};
+use super::{DType, Shape, Stored, TensorType};
 
 /// A dense row-major array of `T` with a shape. The buffer is shared, so clones are cheap and
 /// reshapes are free.
@@ -118,6 +118,8 @@ pub enum Tensor {
     I64(Array<i64>),
     /// Truth values; they enter arithmetic only through `convert` (false 0, true 1).
     Bool(Array<bool>),
+    /// A storage dtype (f16, bf16, narrow or unsigned integers): held and converted only.
+    Stored(Stored),
 }
 
 impl Tensor {
@@ -133,6 +135,35 @@ impl Tensor {
             DType::I64 => Tensor::I64(Array::new(shape, data.iter().map(|&x| x as i64).collect())?),
             DType::Bool => {
                 Tensor::Bool(Array::new(shape, data.iter().map(|&x| x != 0.0).collect())?)
+            }
+            d => {
+                let shape = shape.into();
+                let n = shape
+                    .checked_numel()
+                    .ok_or_else(|| TensorError::InvalidShape(shape.clone()))?;
+                if n != data.len() {
+                    return Err(TensorError::Length {
+                        shape,
+                        expected: n,
+                        found: data.len(),
+                    });
+                }
+                // Integers from f64 saturate here, as `as` does for i64 above.
+                let data: Vec<f64> = if d.is_floating_point() {
+                    data
+                } else {
+                    let (lo, hi) = super::stored::int_range(d);
+                    data.iter()
+                        .map(|&x| x.trunc().clamp(lo as f64, hi as f64))
+                        .map(|x| if x.is_nan() { 0.0 } else { x })
+                        .collect()
+                };
+                Tensor::Stored(Stored::from_f64s(d, shape, &data).map_err(|_| {
+                    TensorError::DType {
+                        expected: d,
+                        found: DType::F64,
+                    }
+                })?)
             }
         })
     }
@@ -160,6 +191,8 @@ impl Tensor {
             DType::F64 => Tensor::F64(Array::full(ty.shape.clone(), value)),
             DType::I64 => Tensor::I64(Array::full(ty.shape.clone(), value as i64)),
             DType::Bool => Tensor::Bool(Array::full(ty.shape.clone(), value != 0.0)),
+            d => Tensor::from_f64s(d, ty.shape.clone(), vec![value; ty.shape.numel()])
+                .expect("a saturated value of a valid shape"),
         }
     }
 
@@ -177,6 +210,7 @@ impl Tensor {
             Tensor::F64(_) => DType::F64,
             Tensor::I64(_) => DType::I64,
             Tensor::Bool(_) => DType::Bool,
+            Tensor::Stored(s) => s.dtype(),
         }
     }
 
@@ -186,6 +220,7 @@ impl Tensor {
             Tensor::F64(a) => a.shape(),
             Tensor::I64(a) => a.shape(),
             Tensor::Bool(a) => a.shape(),
+            Tensor::Stored(s) => s.shape(),
         }
     }
 
@@ -217,6 +252,7 @@ impl Tensor {
             Tensor::F64(a) => a.data()[0],
             Tensor::I64(a) => a.data()[0] as f64,
             Tensor::Bool(a) => f64::from(u8::from(a.data()[0])),
+            Tensor::Stored(s) => s.to_f64_vec()[0],
         })
     }
 
@@ -228,6 +264,11 @@ impl Tensor {
             Tensor::F64(a) => Tensor::F64(a.map(|&x| f(x))),
             Tensor::I64(a) => Tensor::I64(a.map(|&x| f(x as f64) as i64)),
             Tensor::Bool(a) => Tensor::Bool(a.map(|&x| f(f64::from(u8::from(x))) != 0.0)),
+            Tensor::Stored(s) => {
+                let v: Vec<f64> = s.to_f64_vec().into_iter().map(f).collect();
+                Tensor::from_f64s(s.dtype(), s.shape().clone(), v)
+                    .expect("the element count is unchanged")
+            }
         }
     }
 
@@ -238,6 +279,7 @@ impl Tensor {
             Tensor::F64(a) => a.data().to_vec(),
             Tensor::I64(a) => a.data().iter().map(|&x| x as f64).collect(),
             Tensor::Bool(a) => a.data().iter().map(|&x| f64::from(u8::from(x))).collect(),
+            Tensor::Stored(s) => s.to_f64_vec(),
         }
     }
 
@@ -262,6 +304,13 @@ impl Tensor {
         }
     }
 
+    pub fn as_stored(&self) -> Option<&Stored> {
+        match self {
+            Tensor::Stored(s) => Some(s),
+            _ => None,
+        }
+    }
+
     pub fn as_bool(&self) -> Option<&Array<bool>> {
         match self {
             Tensor::Bool(a) => Some(a),
@@ -276,6 +325,7 @@ impl Tensor {
             Tensor::F64(a) => Tensor::F64(a.reshaped(shape)),
             Tensor::I64(a) => Tensor::I64(a.reshaped(shape)),
             Tensor::Bool(a) => Tensor::Bool(a.reshaped(shape)),
+            Tensor::Stored(s) => Tensor::Stored(s.reshaped(shape)),
         }
     }
 
@@ -303,6 +353,7 @@ impl Tensor {
             Tensor::F32(a) => split(a.data(), any_non_finite_f32),
             Tensor::F64(a) => split(a.data(), any_non_finite_f64),
             Tensor::I64(_) | Tensor::Bool(_) => 0,
+            Tensor::Stored(s) => s.count_non_finite(),
         }
     }
 
@@ -343,6 +394,12 @@ impl From<Array<f64>> for Tensor {
 impl From<Array<i64>> for Tensor {
     fn from(a: Array<i64>) -> Tensor {
         Tensor::I64(a)
+    }
+}
+
+impl From<Stored> for Tensor {
+    fn from(s: Stored) -> Tensor {
+        Tensor::Stored(s)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::fmt::{self, Write};
 
-use super::{Array, Tensor};
+use super::{Array, Stored, Tensor};
 
 /// Tensors with more elements than this are summarised.
 pub const SUMMARY_THRESHOLD: usize = 1000;
@@ -115,6 +115,7 @@ impl fmt::Display for Tensor {
             Tensor::F64(a) => body(a, f, indent),
             Tensor::I64(a) => body(a, f, indent),
             Tensor::Bool(a) => body(a, f, indent),
+            Tensor::Stored(st) => stored_body(st, f, indent),
         };
         write!(f, "{prefix} {b}")
     }
@@ -129,8 +130,24 @@ impl fmt::Debug for Tensor {
             Tensor::F64(a) => body(a, f, None),
             Tensor::I64(a) => body(a, f, None),
             Tensor::Bool(a) => body(a, f, None),
+            Tensor::Stored(st) => stored_body(st, f, None),
         };
         write!(f, "{} {b}", type_prefix(self))
+    }
+}
+
+/// The body of a storage-dtype tensor: floats as f32 values, integers as themselves.
+fn stored_body(st: &Stored, f: &fmt::Formatter<'_>, indent: Option<usize>) -> String {
+    match st {
+        Stored::U64(a) => body(a, f, indent),
+        _ if st.dtype().is_floating_point() => {
+            let v = st.to_f64_vec().iter().map(|&x| x as f32).collect();
+            body(&Array::from_parts(st.shape().clone(), v), f, indent)
+        }
+        _ => {
+            let v = st.to_f64_vec().iter().map(|&x| x as i64).collect();
+            body(&Array::from_parts(st.shape().clone(), v), f, indent)
+        }
     }
 }
 

@@ -13,19 +13,82 @@ pub enum DType {
     I64,
     /// Truth values (comparisons, masks for `where`); kept out of arithmetic.
     Bool,
+    /// The storage dtypes (see [`DType::is_storage`]): IEEE half precision, bfloat16, and the
+    /// narrower and unsigned integers. Programs hold, move and `convert` them; arithmetic
+    /// happens after a `convert` to f32, f64 or i64.
+    F16,
+    BF16,
+    I8,
+    I16,
+    I32,
+    U8,
+    U16,
+    U32,
+    U64,
 }
 
+/// Every dtype, in declaration order.
+pub const ALL_DTYPES: [DType; 13] = [
+    DType::F32,
+    DType::F64,
+    DType::I64,
+    DType::Bool,
+    DType::F16,
+    DType::BF16,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::U8,
+    DType::U16,
+    DType::U32,
+    DType::U64,
+];
+
 impl DType {
+    /// The float dtypes arithmetic runs in: f32 and f64.
     pub fn is_float(self) -> bool {
         matches!(self, DType::F32 | DType::F64)
+    }
+
+    /// Every floating-point dtype: f16, bf16, f32 and f64. Derivatives flow through these.
+    pub fn is_floating_point(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    }
+
+    /// The storage dtypes: held, moved and converted, never computed with.
+    ///
+    /// ```
+    /// use catml_core::tensor::DType;
+    /// assert!(DType::F16.is_storage() && DType::U8.is_storage());
+    /// assert!(!DType::F32.is_storage() && !DType::Bool.is_storage());
+    /// ```
+    pub fn is_storage(self) -> bool {
+        !matches!(self, DType::F32 | DType::F64 | DType::I64 | DType::Bool)
+    }
+
+    /// The dtype a storage dtype computes in (f16 and bf16 in f32, integers in i64); itself
+    /// for the others.
+    pub fn compute(self) -> DType {
+        match self {
+            DType::F16 | DType::BF16 => DType::F32,
+            DType::I8
+            | DType::I16
+            | DType::I32
+            | DType::U8
+            | DType::U16
+            | DType::U32
+            | DType::U64 => DType::I64,
+            d => d,
+        }
     }
 
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            DType::F32 => 4,
-            DType::F64 | DType::I64 => 8,
-            DType::Bool => 1,
+            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::F64 | DType::I64 | DType::U64 => 8,
         }
     }
 
@@ -34,18 +97,15 @@ impl DType {
         match self {
             DType::F32 => f32::EPSILON as f64 / 2.0,
             DType::F64 => f64::EPSILON / 2.0,
-            DType::I64 | DType::Bool => 0.0,
+            // 10 and 7 stored fraction bits.
+            DType::F16 => 2f64.powi(-11),
+            DType::BF16 => 2f64.powi(-8),
+            _ => 0.0,
         }
     }
 
     pub fn parse(s: &str) -> Option<DType> {
-        match s {
-            "f32" => Some(DType::F32),
-            "f64" => Some(DType::F64),
-            "i64" => Some(DType::I64),
-            "bool" => Some(DType::Bool),
-            _ => None,
-        }
+        ALL_DTYPES.into_iter().find(|d| d.as_str() == s)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -54,6 +114,15 @@ impl DType {
             DType::F64 => "f64",
             DType::I64 => "i64",
             DType::Bool => "bool",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I8 => "i8",
+            DType::I16 => "i16",
+            DType::I32 => "i32",
+            DType::U8 => "u8",
+            DType::U16 => "u16",
+            DType::U32 => "u32",
+            DType::U64 => "u64",
         }
     }
 }

@@ -6,7 +6,8 @@ use serde::de::Error as _;
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{DType, Shape, Tensor};
+use super::stored::int_range;
+use super::{DType, Shape, Stored, Tensor};
 
 /// The string for a non-finite float, `None` for a finite one.
 fn non_finite_text(x: f64) -> Option<&'static str> {
@@ -51,15 +52,28 @@ enum DataOut<'a> {
     F64(Floats<'a, f64>),
     I64(&'a [i64]),
     Bool(&'a [bool]),
+    Unsigned(&'a [u64]),
 }
 
 impl Serialize for Tensor {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let halves: Vec<f32>;
+        let ints: Vec<i64>;
         let data = match self {
             Tensor::F32(a) => DataOut::F32(Floats(a.data())),
             Tensor::F64(a) => DataOut::F64(Floats(a.data())),
             Tensor::I64(a) => DataOut::I64(a.data()),
             Tensor::Bool(a) => DataOut::Bool(a.data()),
+            Tensor::Stored(Stored::U64(a)) => DataOut::Unsigned(a.data()),
+            // f16 and bf16 values are exactly f32s; the other integers fit i64.
+            Tensor::Stored(st) if st.dtype().is_floating_point() => {
+                halves = st.to_f64_vec().iter().map(|&x| x as f32).collect();
+                DataOut::F32(Floats(&halves))
+            }
+            Tensor::Stored(st) => {
+                ints = st.to_f64_vec().iter().map(|&x| x as i64).collect();
+                DataOut::I64(&ints)
+            }
         };
         TensorOut {
             dtype: self.dtype(),
@@ -71,7 +85,17 @@ impl Serialize for Tensor {
 }
 
 /// One element as written: a number, or a string for a non-finite float.
-#[derive(Deserialize)]
+/// Whether a finite f64 stays finite in a float dtype (after rounding).
+fn in_range(dtype: DType, v: f64) -> bool {
+    match dtype {
+        DType::F64 => true,
+        DType::F32 => (v as f32).is_finite(),
+        DType::F16 => half::f16::from_f64(v).is_finite(),
+        _ => half::bf16::from_f64(v).is_finite(),
+    }
+}
+
+#[derive(Deserialize, Serialize)]
 #[serde(untagged)]
 enum ElementIn {
     Number(serde_json::Number),
@@ -105,6 +129,30 @@ impl<'de> Deserialize<'de> for Tensor {
         }
         let dtype = t.dtype.unwrap_or(DType::F64);
         let tensor = match dtype {
+            d if d.is_storage() && !d.is_floating_point() => {
+                let (lo, hi) = int_range(d);
+                let data = t
+                    .data
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| {
+                        let v = match x {
+                            ElementIn::Number(x) => x
+                                .as_i64()
+                                .map(i128::from)
+                                .or_else(|| x.as_u64().map(i128::from)),
+                            _ => None,
+                        };
+                        v.filter(|v| (lo..=hi).contains(v)).ok_or_else(|| {
+                            D::Error::custom(format!(
+                                "data[{i}]: {} is not a {d} integer",
+                                serde_json::to_string(x).unwrap_or_default()
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Tensor::Stored(Stored::from_ints(d, shape, &data)))
+            }
             DType::I64 => {
                 let data = t
                     .data
@@ -141,21 +189,20 @@ impl<'de> Deserialize<'de> for Tensor {
                     .collect::<Result<Vec<_>, _>>()?;
                 Tensor::bool(shape, data)
             }
-            DType::F32 | DType::F64 => {
+            _ => {
                 let data = t
                     .data
                     .iter()
                     .enumerate()
                     .map(|(i, x)| match x {
-                        ElementIn::Number(x) => x
-                            .as_f64()
-                            .filter(|v| dtype == DType::F64 || (*v as f32).is_finite())
-                            .ok_or_else(|| {
+                        ElementIn::Number(x) => {
+                            x.as_f64().filter(|v| in_range(dtype, *v)).ok_or_else(|| {
                                 D::Error::custom(format!(
                                     "data[{i}]: {x} is out of range for {dtype} (write \
                                      non-finite numbers as \"nan\", \"inf\" or \"-inf\")"
                                 ))
-                            }),
+                            })
+                        }
                         ElementIn::Text(x) => match x.as_str() {
                             "nan" => Ok(f64::NAN),
                             "inf" => Ok(f64::INFINITY),
@@ -189,6 +236,40 @@ mod tests {
         assert_eq!(s, r#"{"dtype":"f32","shape":[1],"data":[0.1]}"#);
         let back: Tensor = serde_json::from_str(&s).unwrap();
         assert_eq!(back.as_f32().unwrap().data(), &[0.1f32]);
+    }
+
+    #[test]
+    fn storage_dtypes_round_trip_and_check_their_range() {
+        let u: Tensor = serde_json::from_str(
+            r#"{"dtype": "u64", "shape": [2], "data": [0, 18446744073709551615]}"#,
+        )
+        .unwrap();
+        assert_eq!(u.dtype(), DType::U64);
+        let s = serde_json::to_string(&u).unwrap();
+        assert_eq!(
+            s,
+            r#"{"dtype":"u64","shape":[2],"data":[0,18446744073709551615]}"#
+        );
+        let e = serde_json::from_str::<Tensor>(r#"{"dtype": "i8", "shape": [1], "data": [128]}"#)
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("data[0]: 128 is not a i8 integer"),
+            "{e}"
+        );
+        let h: Tensor =
+            serde_json::from_str(r#"{"dtype": "f16", "shape": [3], "data": [0.1, "-inf", 2]}"#)
+                .unwrap();
+        let s = serde_json::to_string(&h).unwrap();
+        // 0.1 rounds to the f16 0.0999755859375, written as the shortest f32 text.
+        assert_eq!(
+            s,
+            r#"{"dtype":"f16","shape":[3],"data":[0.099975586,"-inf",2.0]}"#
+        );
+        assert_eq!(serde_json::from_str::<Tensor>(&s).unwrap(), h);
+        assert!(serde_json::from_str::<Tensor>(
+            r#"{"dtype": "f16", "shape": [1], "data": [70000]}"#
+        )
+        .is_err());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 pub mod alloc;
 mod array;
+mod convert;
 mod display;
 mod dtype;
 pub mod fastmath;
@@ -14,11 +15,13 @@ mod params;
 mod params_math;
 mod rational;
 mod shape;
+mod stored;
 
 pub use array::{Array, Tensor, TensorError};
 pub use display::{EDGE_ITEMS, SUMMARY_THRESHOLD};
-pub use dtype::{DType, Element, Float};
+pub use dtype::{DType, Element, Float, ALL_DTYPES};
 pub use params::{write_atomic, Params, ParamsError};
 pub use params_math::ParamsMismatch;
 pub use rational::{rational_from_f64, rational_to_f64, RArray, Rational};
 pub use shape::{Shape, TensorType};
+pub use stored::Stored;

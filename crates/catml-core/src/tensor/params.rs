@@ -7,7 +7,7 @@ use std::path::Path;
 
 use safetensors::tensor::{Dtype, SafeTensors, View};
 
-use super::{DType, Tensor};
+use super::{DType, Stored, Tensor};
 
 /// Why a store could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +47,15 @@ impl View for Bytes<'_> {
             DType::F64 => Dtype::F64,
             DType::I64 => Dtype::I64,
             DType::Bool => Dtype::BOOL,
+            DType::F16 => Dtype::F16,
+            DType::BF16 => Dtype::BF16,
+            DType::I8 => Dtype::I8,
+            DType::I16 => Dtype::I16,
+            DType::I32 => Dtype::I32,
+            DType::U8 => Dtype::U8,
+            DType::U16 => Dtype::U16,
+            DType::U32 => Dtype::U32,
+            DType::U64 => Dtype::U64,
         }
     }
     fn shape(&self) -> &[usize] {
@@ -58,6 +67,7 @@ impl View for Bytes<'_> {
             Tensor::F64(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
             Tensor::I64(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
             Tensor::Bool(a) => a.data().iter().map(|&v| u8::from(v)).collect(),
+            Tensor::Stored(st) => st.to_le_bytes(),
         })
     }
     fn data_len(&self) -> usize {
@@ -169,12 +179,15 @@ impl Params {
                     }
                     None => Tensor::bool(shape, data.iter().map(|&v| v == 1).collect()),
                 },
-                other => {
-                    return Err(ParamsError::UnsupportedDType {
-                        name,
-                        dtype: format!("{other:?}"),
-                    })
-                }
+                other => match stored_dtype(other) {
+                    Some(d) => Stored::from_le_bytes(d, shape.into(), data).map(Tensor::Stored),
+                    None => {
+                        return Err(ParamsError::UnsupportedDType {
+                            name,
+                            dtype: format!("{other:?}"),
+                        })
+                    }
+                },
             }
             .map_err(|e| ParamsError::Format(format!("tensor `{name}`: {e}")))?;
             out.insert(name, tensor);
@@ -229,4 +242,20 @@ impl<'a> IntoIterator for &'a Params {
     fn into_iter(self) -> Self::IntoIter {
         self.map.iter()
     }
+}
+
+/// The storage dtype of a safetensors dtype.
+fn stored_dtype(d: Dtype) -> Option<DType> {
+    Some(match d {
+        Dtype::F16 => DType::F16,
+        Dtype::BF16 => DType::BF16,
+        Dtype::I8 => DType::I8,
+        Dtype::I16 => DType::I16,
+        Dtype::I32 => DType::I32,
+        Dtype::U8 => DType::U8,
+        Dtype::U16 => DType::U16,
+        Dtype::U32 => DType::U32,
+        Dtype::U64 => DType::U64,
+        _ => return None,
+    })
 }

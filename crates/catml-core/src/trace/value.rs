@@ -265,7 +265,7 @@ fn eager(location: CallSite, prim: &Prim, operands: &[&Value]) -> Result<Value, 
     }
     let types = tensors.iter().map(|t| t.ty()).collect::<Vec<_>>();
     let op = || prim.name().to_string();
-    let ty = prim.infer(&types).map_err(|source| TraceError::Type {
+    let ty = crate::ir::infer_type(prim.as_ref(), &types).map_err(|source| TraceError::Type {
         location,
         op: op(),
         operands: OperandTypes(types.clone()),

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use catml_core::ir::{Attrs, Builder, InputKind, Primitive, Program, Var};
 use catml_core::tensor::{DType, Tensor, TensorType};
 
-use super::proto_build::{attribute, elem_of, i64_proto, tensor_proto, Attr};
+use super::proto_build::{attribute, i64_proto, tensor_proto, Attr};
 use super::{families, ExportError};
 use crate::proto::{AttributeProto, NodeProto};
 
@@ -233,7 +233,7 @@ impl Site<'_> {
 
 /// Cast's attribute for a conversion to `to`.
 fn cast_to(to: DType) -> Vec<AttributeProto> {
-    vec![attribute("to", Attr::Int(elem_of(to) as i64))]
+    vec![attribute("to", Attr::Int(crate::konst::code_of(to) as i64))]
 }
 
 /// The place of the program node being exported, for errors.

@@ -1,22 +1,12 @@
 //! Building the protobuf messages of an exported model: tensors, attributes, value infos.
 
-use catml_core::tensor::{DType, Tensor, TensorType};
+use catml_core::tensor::{Tensor, TensorType};
 
-use crate::konst::elem;
+use crate::konst::{code_of, elem};
 use crate::proto::{
     attribute_proto::AttributeType, tensor_shape_proto, type_proto, AttributeProto, TensorProto,
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
-
-/// The ONNX element type of a CatML dtype.
-pub fn elem_of(d: DType) -> i32 {
-    match d {
-        DType::F32 => elem::FLOAT,
-        DType::F64 => elem::DOUBLE,
-        DType::I64 => elem::INT64,
-        DType::Bool => elem::BOOL,
-    }
-}
 
 /// A tensor as a `TensorProto` (little-endian raw data).
 pub fn tensor_proto(name: &str, t: &Tensor) -> TensorProto {
@@ -25,11 +15,12 @@ pub fn tensor_proto(name: &str, t: &Tensor) -> TensorProto {
         Tensor::F64(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::I64(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::Bool(a) => a.data().iter().map(|&v| u8::from(v)).collect(),
+        Tensor::Stored(s) => s.to_le_bytes(),
     };
     TensorProto {
         name: name.to_string(),
         dims: t.dims().iter().map(|&d| d as i64).collect(),
-        data_type: elem_of(t.dtype()),
+        data_type: code_of(t.dtype()),
         raw_data: raw,
         ..Default::default()
     }
@@ -60,7 +51,7 @@ pub fn value_info(name: &str, ty: &TensorType) -> ValueInfoProto {
         name: name.to_string(),
         r#type: Some(TypeProto {
             value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: elem_of(ty.dtype),
+                elem_type: code_of(ty.dtype),
                 shape: Some(TensorShapeProto { dim }),
             })),
             ..Default::default()

@@ -6,7 +6,7 @@ use catml_core::tensor::{Tensor, TensorType};
 
 use super::families::MapFn;
 use super::graph::{Mapped, Site};
-use super::proto_build::{attribute, elem_of, Attr};
+use super::proto_build::{attribute, Attr};
 use super::ExportError;
 
 type R = Result<Mapped, ExportError>;
@@ -209,7 +209,7 @@ fn concat(s: &mut Site) -> R {
 
 fn convert(s: &mut Site) -> R {
     let x = s.x[0].clone();
-    let to = elem_of(s.dtype()) as i64;
+    let to = crate::konst::code_of(s.dtype()) as i64;
     Ok(s.emit("Cast", &[&x], vec![attribute("to", Attr::Int(to))]))
 }
 

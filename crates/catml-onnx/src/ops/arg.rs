@@ -16,7 +16,7 @@ pub fn arg_extreme(c: &mut Ctx) -> R<Vec<Value>> {
             let v = c.var(0)?;
             t!(c, c.b.convert(v, DType::F64))?
         }
-        DType::Bool => return Err(c.unsupported("bool input")),
+        d => return Err(c.unsupported(format!("{d} input"))),
     };
     let dims = c.ty(x).dims().to_vec();
     let axis = c.axis(c.int("axis", 0)?, dims.len())?;

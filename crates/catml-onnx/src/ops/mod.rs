@@ -10,6 +10,7 @@ mod linmap;
 mod logic;
 mod loss;
 mod nn;
+pub(crate) mod output_types;
 mod reduce;
 mod shape;
 

@@ -403,11 +403,6 @@ pub fn cast(c: &mut Ctx) -> R<Vec<Value>> {
     if c.ty(x).dtype == target {
         return out(x);
     }
-    if c.ty(x).dtype.is_float() && target == DType::I64 {
-        return Err(c.unsupported(
-            "cast of a float program value to an integer type (CatML floats do not become integers)",
-        ));
-    }
     out(t!(c, c.b.convert(x, target))?)
 }
 

@@ -134,6 +134,7 @@ fn slice(t: &Tensor, i: usize) -> Tensor {
         Tensor::F64(a) => Tensor::F64(part(a, i)),
         Tensor::I64(a) => Tensor::I64(part(a, i)),
         Tensor::Bool(a) => Tensor::Bool(part(a, i)),
+        Tensor::Stored(s) => Tensor::Stored(s.row(i)),
     }
 }
 
@@ -178,6 +179,7 @@ fn stack(parts: Vec<Tensor>, ty: &TensorType) -> Result<Tensor, KernelError> {
                 .collect::<Result<_, _>>()?,
             ty,
         )?),
+        d if d.is_storage() => return Err(crate::prim::dispatch::storage_operand(d)),
         crate::tensor::DType::Bool => Tensor::Bool(join(
             parts
                 .into_iter()
@@ -188,6 +190,7 @@ fn stack(parts: Vec<Tensor>, ty: &TensorType) -> Result<Tensor, KernelError> {
                 .collect::<Result<_, _>>()?,
             ty,
         )?),
+        _ => return Err(mixed()),
     })
 }
 

@@ -136,9 +136,14 @@ fn bools_stay_out_of_arithmetic_and_mismatches_are_typed_errors() {
         b.select(x, x, x),
         Err(TypeError::DType { index: 0, .. })
     ));
+    let u = b.convert(x, DType::U8).unwrap();
     assert!(matches!(
-        b.convert(x, DType::I64),
-        Err(TypeError::Attr { .. })
+        b.add(u, u),
+        Err(TypeError::DType {
+            index: 0,
+            found: DType::U8,
+            ..
+        })
     ));
 }
 

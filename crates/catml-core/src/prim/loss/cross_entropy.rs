@@ -91,7 +91,7 @@ impl Primitive for CrossEntropy {
         Ok(match x[0] {
             Tensor::F32(z) => Tensor::F32(Array::scalar(mean_loss(z, labels.data())?)),
             Tensor::F64(z) => Tensor::F64(Array::scalar(mean_loss(z, labels.data())?)),
-            Tensor::I64(_) | Tensor::Bool(_) => {
+            Tensor::I64(_) | Tensor::Bool(_) | Tensor::Stored(_) => {
                 return Err(KernelError::Unsupported("integer logits".to_string()))
             }
         })

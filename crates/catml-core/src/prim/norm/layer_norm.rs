@@ -193,7 +193,7 @@ impl Primitive for LayerNorm {
         match x[0] {
             Tensor::F32(a) => Ok(Tensor::F32(self.run(a, pair(x, Tensor::as_f32))?)),
             Tensor::F64(a) => Ok(Tensor::F64(self.run(a, pair(x, Tensor::as_f64))?)),
-            Tensor::I64(_) | Tensor::Bool(_) => Err(KernelError::Unsupported(
+            Tensor::I64(_) | Tensor::Bool(_) | Tensor::Stored(_) => Err(KernelError::Unsupported(
                 "layer_norm of integers".to_string(),
             )),
         }

@@ -38,7 +38,7 @@ fn tied_windows(attrs: &Pool2dAttrs, x: &Tensor) -> usize {
     match x {
         Tensor::F32(a) => argmax(a.data(), &g).1,
         Tensor::F64(a) => argmax(a.data(), &g).1,
-        Tensor::I64(_) | Tensor::Bool(_) => 0,
+        Tensor::I64(_) | Tensor::Bool(_) | Tensor::Stored(_) => 0,
     }
 }
 

@@ -101,7 +101,7 @@ impl Primitive for ReduceMax {
         match x[0] {
             Tensor::F32(a) => Ok(Tensor::F32(self.run(a)?)),
             Tensor::F64(a) => Ok(Tensor::F64(self.run(a)?)),
-            Tensor::I64(_) | Tensor::Bool(_) => Err(KernelError::Unsupported(
+            Tensor::I64(_) | Tensor::Bool(_) | Tensor::Stored(_) => Err(KernelError::Unsupported(
                 "reduce_max of integers".to_string(),
             )),
         }
@@ -180,7 +180,7 @@ fn tie_points(x: &Tensor, axes: &Option<Vec<usize>>) -> usize {
     match x {
         Tensor::F32(a) => count(a, &axes),
         Tensor::F64(a) => count(a, &axes),
-        Tensor::I64(_) | Tensor::Bool(_) => 0,
+        Tensor::I64(_) | Tensor::Bool(_) | Tensor::Stored(_) => 0,
     }
 }
 
@@ -232,7 +232,7 @@ impl Primitive for MaxWeights {
         match x[0] {
             Tensor::F32(a) => Ok(Tensor::F32(self.run(a, |k| 1.0 / k as f32)?)),
             Tensor::F64(a) => Ok(Tensor::F64(self.run(a, |k| 1.0 / k as f64)?)),
-            Tensor::I64(_) | Tensor::Bool(_) => Err(KernelError::Unsupported(
+            Tensor::I64(_) | Tensor::Bool(_) | Tensor::Stored(_) => Err(KernelError::Unsupported(
                 "max_weights of integers".to_string(),
             )),
         }

@@ -40,6 +40,9 @@ impl Primitive for Constant {
         arity(inputs, 0)?;
         Ok(self.value.ty())
     }
+    fn moves_storage(&self) -> bool {
+        true
+    }
     fn eval(&self, _x: &[&Tensor]) -> Result<Tensor, KernelError> {
         Ok(self.value.clone())
     }

@@ -1,6 +1,6 @@
-//! convert {"dtype": ..}: the only way between dtypes. Float to float is differentiable (the
-//! pullback converts back); integers and bools carry no tangent. A bool becomes 0 or 1; any
-//! number becomes the bool x != 0 (NaN is true). Floats never become i64 indices.
+//! convert {"dtype": ..}: the only way between dtypes, with the semantics of
+//! [`Tensor::convert`] (`docs/dtypes.md`). Float to float is differentiable (the pullback
+//! converts back); integers and bools carry no tangent.
 
 use std::sync::Arc;
 
@@ -37,39 +37,13 @@ impl Primitive for Convert {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         arity(inputs, 1)?;
-        if inputs[0].dtype.is_float() && self.dtype == DType::I64 {
-            return Err(TypeError::attr(
-                "dtype",
-                format!(
-                    "cannot convert {} to {}: floats do not become indices",
-                    inputs[0].dtype, self.dtype
-                ),
-            ));
-        }
         Ok(inputs[0].with_dtype(self.dtype))
     }
+    fn moves_storage(&self) -> bool {
+        true
+    }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
-        let t = x[0];
-        let shape = t.shape().clone();
-        Ok(match (t, self.dtype) {
-            (Tensor::F32(a), DType::F64) => Tensor::F64(a.map(|&v| v as f64)),
-            (Tensor::F64(a), DType::F32) => Tensor::F32(a.map(|&v| v as f32)),
-            (Tensor::I64(a), DType::F32) => Tensor::F32(a.map(|&v| v as f32)),
-            (Tensor::I64(a), DType::F64) => Tensor::F64(a.map(|&v| v as f64)),
-            (Tensor::Bool(a), DType::F32) => Tensor::F32(a.map(|&v| f32::from(u8::from(v)))),
-            (Tensor::Bool(a), DType::F64) => Tensor::F64(a.map(|&v| f64::from(u8::from(v)))),
-            (Tensor::Bool(a), DType::I64) => Tensor::I64(a.map(|&v| i64::from(v))),
-            (Tensor::F32(a), DType::Bool) => Tensor::Bool(a.map(|&v| v != 0.0)),
-            (Tensor::F64(a), DType::Bool) => Tensor::Bool(a.map(|&v| v != 0.0)),
-            (Tensor::I64(a), DType::Bool) => Tensor::Bool(a.map(|&v| v != 0)),
-            (same, d) if same.dtype() == d => same.clone(),
-            (other, d) => {
-                return Err(KernelError::Unsupported(format!(
-                    "convert {} {shape} to {d}",
-                    other.dtype()
-                )))
-            }
-        })
+        x[0].convert(self.dtype).map_err(KernelError::Domain)
     }
     fn has_rational_eval(&self) -> bool {
         true
@@ -99,7 +73,7 @@ impl Primitive for Convert {
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
         match dx[0] {
-            Some(d) if self.dtype.is_float() => Ok(Some(b.convert(d, self.dtype)?)),
+            Some(d) if self.dtype.is_floating_point() => Ok(Some(b.convert(d, self.dtype)?)),
             _ => Ok(None),
         }
     }
@@ -111,7 +85,7 @@ impl Primitive for Convert {
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
         let source = b.ty(x[0]).dtype;
-        if !source.is_float() {
+        if !source.is_floating_point() || !self.dtype.is_floating_point() {
             return Ok(vec![None]);
         }
         Ok(vec![Some(b.convert(u, source)?)])

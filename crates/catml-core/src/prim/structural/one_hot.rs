@@ -120,9 +120,7 @@ impl Primitive for OneHot {
         let t = match self.dtype {
             DType::F32 => Tensor::f32(dims, encode(idx.data(), self.classes)?),
             DType::F64 => Tensor::f64(dims, encode(idx.data(), self.classes)?),
-            d @ (DType::I64 | DType::Bool) => {
-                return Err(KernelError::Unsupported(format!("one_hot to {d}")))
-            }
+            d => return Err(KernelError::Unsupported(format!("one_hot to {d}"))),
         };
         t.map_err(|e| KernelError::Unsupported(e.to_string()))
     }

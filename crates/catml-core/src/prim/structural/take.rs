@@ -108,7 +108,7 @@ impl Primitive for Take {
         Ok(match table {
             Tensor::F32(t) => Tensor::F32(take_rows(t, idx)?),
             Tensor::F64(t) => Tensor::F64(take_rows(t, idx)?),
-            Tensor::I64(_) | Tensor::Bool(_) => {
+            Tensor::I64(_) | Tensor::Bool(_) | Tensor::Stored(_) => {
                 return Err(KernelError::Unsupported("integer table".to_string()))
             }
         })
@@ -199,7 +199,7 @@ impl Primitive for ScatterRows {
         Ok(match u {
             Tensor::F32(a) => Tensor::F32(scatter(a, idx, self.rows)?),
             Tensor::F64(a) => Tensor::F64(scatter(a, idx, self.rows)?),
-            Tensor::I64(_) | Tensor::Bool(_) => {
+            Tensor::I64(_) | Tensor::Bool(_) | Tensor::Stored(_) => {
                 return Err(KernelError::Unsupported("integer rows".to_string()))
             }
         })

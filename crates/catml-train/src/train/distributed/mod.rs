@@ -104,7 +104,9 @@ fn encode(pieces: &[Piece]) -> Vec<u8> {
             match g {
                 Tensor::F32(a) => a.data().iter().for_each(|x| out.extend(x.to_le_bytes())),
                 Tensor::F64(a) => a.data().iter().for_each(|x| out.extend(x.to_le_bytes())),
-                Tensor::I64(_) | Tensor::Bool(_) => unreachable!("gradients are float"),
+                Tensor::I64(_) | Tensor::Bool(_) | Tensor::Stored(_) => {
+                    unreachable!("gradients are f32 or f64")
+                }
             }
         }
     }
@@ -148,7 +150,7 @@ fn decode(mut bytes: &[u8], layout: &Layout) -> Option<Vec<Piece>> {
                         .collect::<Option<Vec<_>>>()?;
                     Tensor::f64(ty.shape.clone(), v).ok()?
                 }
-                crate::tensor::DType::I64 | crate::tensor::DType::Bool => return None,
+                _ => return None,
             };
             grads.insert(name.clone(), t);
         }
@@ -219,7 +221,9 @@ impl Distributed {
                 match g {
                     Tensor::F32(a) => f32s.extend(a.data()),
                     Tensor::F64(a) => f64s.extend(a.data()),
-                    Tensor::I64(_) | Tensor::Bool(_) => unreachable!("gradients are float"),
+                    Tensor::I64(_) | Tensor::Bool(_) | Tensor::Stored(_) => {
+                        unreachable!("gradients are f32 or f64")
+                    }
                 }
             }
             self.stats.bytes_sent += (8 * f64s.len() + 4 * f32s.len()) as u64;

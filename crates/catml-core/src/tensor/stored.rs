@@ -1,0 +1,251 @@
+//! Arrays of the storage dtypes (f16, bf16, i8, i16, i32, u8, u16, u32, u64): held in their own
+//! width, moved, written and read, and converted; never computed with (`docs/dtypes.md`).
+
+use half::{bf16, f16};
+
+use super::{Array, DType, Shape, TensorError};
+
+/// An array of one of the storage dtypes.
+#[derive(Clone, PartialEq)]
+pub enum Stored {
+    F16(Array<f16>),
+    BF16(Array<bf16>),
+    I8(Array<i8>),
+    I16(Array<i16>),
+    I32(Array<i32>),
+    U8(Array<u8>),
+    U16(Array<u16>),
+    U32(Array<u32>),
+    U64(Array<u64>),
+}
+
+/// `$body` with `$a` bound to the array, whatever the dtype.
+macro_rules! each {
+    ($s:expr, $a:ident => $body:expr) => {
+        match $s {
+            Stored::F16($a) => $body,
+            Stored::BF16($a) => $body,
+            Stored::I8($a) => $body,
+            Stored::I16($a) => $body,
+            Stored::I32($a) => $body,
+            Stored::U8($a) => $body,
+            Stored::U16($a) => $body,
+            Stored::U32($a) => $body,
+            Stored::U64($a) => $body,
+        }
+    };
+}
+
+/// The same operation on every variant, rebuilding the variant: `$f` maps an array to an array
+/// of the same element type.
+macro_rules! each_same {
+    ($s:expr, $a:ident => $body:expr) => {
+        match $s {
+            Stored::F16($a) => Stored::F16($body),
+            Stored::BF16($a) => Stored::BF16($body),
+            Stored::I8($a) => Stored::I8($body),
+            Stored::I16($a) => Stored::I16($body),
+            Stored::I32($a) => Stored::I32($body),
+            Stored::U8($a) => Stored::U8($body),
+            Stored::U16($a) => Stored::U16($body),
+            Stored::U32($a) => Stored::U32($body),
+            Stored::U64($a) => Stored::U64($body),
+        }
+    };
+}
+
+/// The values of an array, exactly: floats as f64, integers as i128.
+pub(crate) enum Values {
+    Floats(Vec<f64>),
+    Ints(Vec<i128>),
+}
+
+impl Stored {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Stored::F16(_) => DType::F16,
+            Stored::BF16(_) => DType::BF16,
+            Stored::I8(_) => DType::I8,
+            Stored::I16(_) => DType::I16,
+            Stored::I32(_) => DType::I32,
+            Stored::U8(_) => DType::U8,
+            Stored::U16(_) => DType::U16,
+            Stored::U32(_) => DType::U32,
+            Stored::U64(_) => DType::U64,
+        }
+    }
+
+    pub fn shape(&self) -> &Shape {
+        each!(self, a => a.shape())
+    }
+
+    pub fn reshaped(&self, shape: Shape) -> Stored {
+        each_same!(self, a => a.reshaped(shape))
+    }
+
+    /// Entry `i` of the leading axis.
+    pub fn row(&self, i: usize) -> Stored {
+        each_same!(self, a => {
+            let n = a.len() / a.dims()[0];
+            Array::from_parts(
+                Shape::new(a.dims()[1..].to_vec()),
+                a.data()[i * n..(i + 1) * n].to_vec(),
+            )
+        })
+    }
+
+    /// The values, exactly (every f16 and bf16 is an f64, every integer an i128).
+    pub(crate) fn values(&self) -> Values {
+        match self {
+            Stored::F16(a) => Values::Floats(a.data().iter().map(|x| x.to_f64()).collect()),
+            Stored::BF16(a) => Values::Floats(a.data().iter().map(|x| x.to_f64()).collect()),
+            Stored::I8(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
+            Stored::I16(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
+            Stored::I32(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
+            Stored::U8(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
+            Stored::U16(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
+            Stored::U32(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
+            Stored::U64(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
+        }
+    }
+
+    /// The values widened to f64 (exact for f16, bf16 and integers below 2^53).
+    pub fn to_f64_vec(&self) -> Vec<f64> {
+        match self.values() {
+            Values::Floats(v) => v,
+            Values::Ints(v) => v.into_iter().map(|x| x as f64).collect(),
+        }
+    }
+
+    /// Floats rounded to nearest (ties to even) into a float dtype; for an integer dtype,
+    /// truncated toward zero, which must land in range.
+    pub fn from_f64s(dtype: DType, shape: Shape, data: &[f64]) -> Result<Stored, String> {
+        if matches!(dtype, DType::F16 | DType::BF16) {
+            return Ok(match dtype {
+                DType::F16 => Stored::F16(array(shape, data.iter().map(|&x| f16::from_f64(x)))),
+                _ => Stored::BF16(array(shape, data.iter().map(|&x| bf16::from_f64(x)))),
+            });
+        }
+        Ok(Stored::from_ints(dtype, shape, &truncate(dtype, data)?))
+    }
+
+    /// Integers into a storage dtype, wrapping modulo 2^bits (two's complement) for an integer
+    /// dtype, rounded to nearest for f16 and bf16.
+    pub fn from_ints(dtype: DType, shape: Shape, data: &[i128]) -> Stored {
+        let it = data.iter().copied();
+        match dtype {
+            DType::F16 => Stored::F16(array(shape, it.map(|x| f16::from_f64(x as f64)))),
+            DType::BF16 => Stored::BF16(array(shape, it.map(|x| bf16::from_f64(x as f64)))),
+            DType::I8 => Stored::I8(array(shape, it.map(|x| x as i8))),
+            DType::I16 => Stored::I16(array(shape, it.map(|x| x as i16))),
+            DType::I32 => Stored::I32(array(shape, it.map(|x| x as i32))),
+            DType::U8 => Stored::U8(array(shape, it.map(|x| x as u8))),
+            DType::U16 => Stored::U16(array(shape, it.map(|x| x as u16))),
+            DType::U32 => Stored::U32(array(shape, it.map(|x| x as u32))),
+            _ => Stored::U64(array(shape, it.map(|x| x as u64))),
+        }
+    }
+
+    /// How many elements are NaN or infinite.
+    pub fn count_non_finite(&self) -> usize {
+        match self {
+            Stored::F16(a) => a.data().iter().filter(|x| !x.is_finite()).count(),
+            Stored::BF16(a) => a.data().iter().filter(|x| !x.is_finite()).count(),
+            _ => 0,
+        }
+    }
+
+    /// The elements as little-endian bytes (the layout of safetensors and ONNX raw data).
+    pub fn to_le_bytes(&self) -> Vec<u8> {
+        match self {
+            Stored::F16(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Stored::BF16(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Stored::I8(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Stored::I16(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Stored::I32(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Stored::U8(a) => a.data().to_vec(),
+            Stored::U16(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Stored::U32(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
+            Stored::U64(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
+        }
+    }
+
+    /// Little-endian bytes of a storage dtype; their length must be the element count times
+    /// the element size.
+    pub fn from_le_bytes(dtype: DType, shape: Shape, bytes: &[u8]) -> Result<Stored, TensorError> {
+        let n = shape
+            .checked_numel()
+            .ok_or_else(|| TensorError::InvalidShape(shape.clone()))?;
+        if bytes.len() != n * dtype.size() {
+            return Err(TensorError::Length {
+                shape,
+                expected: n,
+                found: bytes.len() / dtype.size().max(1),
+            });
+        }
+        macro_rules! read {
+            ($t:ty, $n:literal) => {
+                array(
+                    shape,
+                    bytes
+                        .chunks_exact($n)
+                        .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk of $n"))),
+                )
+            };
+        }
+        Ok(match dtype {
+            DType::F16 => Stored::F16(read!(f16, 2)),
+            DType::BF16 => Stored::BF16(read!(bf16, 2)),
+            DType::I8 => Stored::I8(read!(i8, 1)),
+            DType::I16 => Stored::I16(read!(i16, 2)),
+            DType::I32 => Stored::I32(read!(i32, 4)),
+            DType::U8 => Stored::U8(array(shape, bytes.iter().copied())),
+            DType::U16 => Stored::U16(read!(u16, 2)),
+            DType::U32 => Stored::U32(read!(u32, 4)),
+            DType::U64 => Stored::U64(read!(u64, 8)),
+            other => {
+                return Err(TensorError::DType {
+                    expected: DType::U8,
+                    found: other,
+                })
+            }
+        })
+    }
+}
+
+/// Floats truncated toward zero into an integer dtype; a non-finite value or one out of the
+/// dtype's range is an error naming the element.
+pub(crate) fn truncate(dtype: DType, data: &[f64]) -> Result<Vec<i128>, String> {
+    let (lo, hi) = int_range(dtype);
+    data.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            let t = x.trunc();
+            if t.is_finite() && t >= lo as f64 && t <= hi as f64 {
+                Ok(t as i128)
+            } else {
+                Err(format!("element {i}: {x} is not in the range of {dtype}"))
+            }
+        })
+        .collect()
+}
+
+/// The smallest and largest value of an integer dtype.
+pub(crate) fn int_range(dtype: DType) -> (i128, i128) {
+    match dtype {
+        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DType::I64 => (i64::MIN.into(), i64::MAX.into()),
+        DType::U8 => (0, u8::MAX.into()),
+        DType::U16 => (0, u16::MAX.into()),
+        DType::U32 => (0, u32::MAX.into()),
+        DType::U64 => (0, u64::MAX.into()),
+        _ => (0, 1),
+    }
+}
+
+/// An array from values whose count the caller has matched to the shape.
+fn array<T: Clone>(shape: Shape, data: impl Iterator<Item = T>) -> Array<T> {
+    Array::from_parts(shape, data.collect())
+}
