@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use crate::ctx::broadcast_dims;
-use crate::konst::{elem, Const, Data};
+use catml_core::tensor::Tensor;
+
+use crate::konst::{dtype_of, elem, Const, Data};
 use crate::proto::NodeProto;
 use crate::OnnxError;
 
@@ -119,7 +121,7 @@ pub fn fold(
         "Cast" => {
             let c = get(0)?;
             let to = attr_int("to")? as i32;
-            Some(Ok(cast(c, to)))
+            Some(Ok(cast(c, to, attr_int("saturate").unwrap_or(1) != 0)))
         }
         "Add" | "Sub" | "Mul" | "Div" | "Equal" | "Less" | "Greater" | "LessOrEqual"
         | "GreaterOrEqual" | "And" | "Or" | "Xor" | "Max" | "Min" | "Mod"
@@ -450,7 +452,16 @@ fn slice(
 
 /// ONNX Cast of a known value: floats to integers truncate toward zero, then wrap to the
 /// target width; anything nonzero becomes true.
-pub fn cast(c: &Const, to: i32) -> Const {
+pub fn cast(c: &Const, to: i32, saturate: bool) -> Const {
+    if let Some(d) = dtype_of(to).filter(|d| d.is_floating_point() && d.size() == 1) {
+        // The 8-bit floats round as the tensor layer's `convert` does.
+        let values = Tensor::f64(vec![c.numel()], c.as_f64s())
+            .ok()
+            .and_then(|t| t.convert_with(d, saturate).ok())
+            .map(|r| r.to_f64_vec())
+            .unwrap_or_default();
+        return Const::floats(to, c.dims.clone(), values);
+    }
     let float_target = matches!(
         to,
         elem::FLOAT | elem::DOUBLE | elem::FLOAT16 | elem::BFLOAT16

@@ -19,6 +19,10 @@ pub mod elem {
     pub const UINT32: i32 = 12;
     pub const UINT64: i32 = 13;
     pub const BFLOAT16: i32 = 16;
+    pub const FLOAT8E4M3FN: i32 = 17;
+    pub const FLOAT8E4M3FNUZ: i32 = 18;
+    pub const FLOAT8E5M2: i32 = 19;
+    pub const FLOAT8E5M2FNUZ: i32 = 20;
 
     /// The ONNX name of an element type code.
     pub fn name(code: i32) -> String {
@@ -39,6 +43,10 @@ pub mod elem {
             14 => "complex64",
             15 => "complex128",
             BFLOAT16 => "bfloat16",
+            FLOAT8E4M3FN => "float8e4m3fn",
+            FLOAT8E4M3FNUZ => "float8e4m3fnuz",
+            FLOAT8E5M2 => "float8e5m2",
+            FLOAT8E5M2FNUZ => "float8e5m2fnuz",
             _ => return format!("element type {code}"),
         };
         known.to_string()
@@ -54,7 +62,7 @@ pub mod elem {
 }
 
 /// The CatML dtypes and their ONNX element type codes.
-const CODES: [(DType, i32); 13] = [
+const CODES: [(DType, i32); 17] = [
     (DType::F32, elem::FLOAT),
     (DType::F64, elem::DOUBLE),
     (DType::I64, elem::INT64),
@@ -68,6 +76,10 @@ const CODES: [(DType, i32); 13] = [
     (DType::U16, elem::UINT16),
     (DType::U32, elem::UINT32),
     (DType::U64, elem::UINT64),
+    (DType::F8E4M3FN, elem::FLOAT8E4M3FN),
+    (DType::F8E4M3FNUZ, elem::FLOAT8E4M3FNUZ),
+    (DType::F8E5M2, elem::FLOAT8E5M2),
+    (DType::F8E5M2FNUZ, elem::FLOAT8E5M2FNUZ),
 ];
 
 /// The CatML dtype of an ONNX element type, if the tensor layer has it.

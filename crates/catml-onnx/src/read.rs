@@ -4,6 +4,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path};
 
+use catml_core::tensor::{Shape, Stored};
 use prost::Message;
 
 use crate::konst::{elem, Const, Data};
@@ -26,6 +27,7 @@ pub fn decode_model(bytes: &[u8]) -> Result<ModelProto, OnnxError> {
 fn elem_size(code: i32) -> Option<usize> {
     Some(match code {
         elem::UINT8 | elem::INT8 | elem::BOOL => 1,
+        elem::FLOAT8E4M3FN..=elem::FLOAT8E5M2FNUZ => 1,
         elem::UINT16 | elem::INT16 | elem::FLOAT16 | elem::BFLOAT16 => 2,
         elem::FLOAT | elem::INT32 | elem::UINT32 => 4,
         elem::DOUBLE | elem::INT64 | elem::UINT64 => 8,
@@ -140,6 +142,7 @@ fn decode_raw(code: i32, raw: &[u8]) -> Data {
                 .map(|b| half::bf16::from_le_bytes(b).to_f64())
                 .collect(),
         ),
+        elem::FLOAT8E4M3FN..=elem::FLOAT8E5M2FNUZ => Data::F(float8_values(code, raw)),
         elem::UINT8 => Data::I(raw.iter().map(|&b| b as i64).collect()),
         elem::INT8 => Data::I(raw.iter().map(|&b| b as i8 as i64).collect()),
         elem::BOOL => Data::I(raw.iter().map(|&b| (b != 0) as i64).collect()),
@@ -170,6 +173,16 @@ fn decode_raw(code: i32, raw: &[u8]) -> Data {
         ),
         _ => Data::I(chunks::<8>(raw).map(i64::from_le_bytes).collect()),
     }
+}
+
+/// The values of 8-bit float patterns (the tensor layer's decoding).
+fn float8_values(code: i32, bytes: &[u8]) -> Vec<f64> {
+    let Some(d) = crate::konst::dtype_of(code) else {
+        return Vec::new();
+    };
+    Stored::from_le_bytes(d, Shape::new(vec![bytes.len()]), bytes)
+        .map(|s| s.to_f64_vec())
+        .unwrap_or_default()
 }
 
 /// The typed-field elements of a tensor without raw data, their count and the field's name.
@@ -212,6 +225,14 @@ fn typed_data(t: &TensorProto, code: i32) -> (Data, usize, &'static str) {
                     .map(|&x| half::bf16::from_bits(x as u16).to_f64())
                     .collect(),
             ),
+            t.int32_data.len(),
+            "int32_data",
+        ),
+        elem::FLOAT8E4M3FN..=elem::FLOAT8E5M2FNUZ => (
+            Data::F(float8_values(
+                code,
+                &t.int32_data.iter().map(|&x| x as u8).collect::<Vec<_>>(),
+            )),
             t.int32_data.len(),
             "int32_data",
         ),

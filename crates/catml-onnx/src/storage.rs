@@ -79,6 +79,13 @@ pub fn narrow(
     storage: &[Option<DType>],
     outs: Vec<Value>,
 ) -> Result<Vec<Value>, String> {
+    // CastLike's output is its cast: it saturates into the 8-bit floats unless `saturate` is 0.
+    let saturate = node.op_type == "CastLike"
+        && node
+            .attribute
+            .iter()
+            .find(|a| a.name == "saturate")
+            .is_none_or(|a| a.i != 0);
     outs.into_iter()
         .enumerate()
         .map(|(k, v)| {
@@ -87,11 +94,16 @@ pub fn narrow(
             };
             match v {
                 Value::Var(x) if b.ty(x).dtype == d.compute() => {
-                    Ok(Value::Var(b.convert(x, d).map_err(|e| e.to_string())?))
+                    let y = if saturate && d.size() == 1 {
+                        b.convert_saturating(x, d)
+                    } else {
+                        b.convert(x, d)
+                    };
+                    Ok(Value::Var(y.map_err(|e| e.to_string())?))
                 }
-                Value::Const(c) if dtype_of(c.elem) == Some(d.compute()) => {
-                    Ok(Value::Const(Arc::new(narrow_const(&c, d)?)))
-                }
+                Value::Const(c) if dtype_of(c.elem) == Some(d.compute()) => Ok(Value::Const(
+                    Arc::new(narrow_const(&c, d, saturate && d.size() == 1)?),
+                )),
                 v => Ok(v),
             }
         })
@@ -99,10 +111,10 @@ pub fn narrow(
 }
 
 /// A known value converted to a storage dtype by the tensor layer's `convert` rules.
-fn narrow_const(c: &Const, d: DType) -> Result<Const, String> {
+fn narrow_const(c: &Const, d: DType, saturate: bool) -> Result<Const, String> {
     if c.numel() == 0 {
         return Ok(relabel(c.clone(), d));
     }
-    let t: Tensor = c.to_tensor()?.convert(d)?;
+    let t: Tensor = c.to_tensor()?.convert_with(d, saturate)?;
     Ok(Const::from_tensor(&t))
 }

@@ -146,5 +146,9 @@ pub fn numpy_name(d: DType) -> &'static str {
         DType::U16 => "uint16",
         DType::U32 => "uint32",
         DType::U64 => "uint64",
+        DType::F8E4M3FN => "float8_e4m3fn",
+        DType::F8E4M3FNUZ => "float8_e4m3fnuz",
+        DType::F8E5M2 => "float8_e5m2",
+        DType::F8E5M2FNUZ => "float8_e5m2fnuz",
     }
 }

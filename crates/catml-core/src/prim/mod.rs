@@ -313,7 +313,24 @@ pub trait Ops {
         self.op(Arc::new(Concat { axis }), xs)
     }
     fn convert(&mut self, x: Var, dtype: DType) -> Result<Var, TypeError> {
-        self.op(Arc::new(Convert { dtype }), &[x])
+        self.op(
+            Arc::new(Convert {
+                dtype,
+                saturate: false,
+            }),
+            &[x],
+        )
+    }
+    /// `convert` to a float dtype, out-of-range values (infinities included) becoming the
+    /// largest finite value of their sign.
+    fn convert_saturating(&mut self, x: Var, dtype: DType) -> Result<Var, TypeError> {
+        self.op(
+            Arc::new(Convert {
+                dtype,
+                saturate: true,
+            }),
+            &[x],
+        )
     }
     fn linear(&mut self, x: Var, w: Var, b: Var) -> Result<Var, TypeError> {
         self.op(Arc::new(Linear), &[x, w, b])

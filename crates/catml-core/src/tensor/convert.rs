@@ -19,6 +19,25 @@ impl Tensor {
     /// assert_eq!(h.convert(DType::F32).unwrap().to_f64_vec(), [-1.5, 300.0, 2.900390625]);
     /// ```
     pub fn convert(&self, to: DType) -> Result<Tensor, String> {
+        self.convert_with(to, false)
+    }
+
+    /// [`convert`](Self::convert); with `saturate`, a float target takes values beyond its
+    /// largest finite value (infinities included) as that value of their sign (NaN stays NaN).
+    ///
+    /// ```
+    /// use catml_core::tensor::{DType, Tensor};
+    /// let x = Tensor::f32([2], vec![1e6, f32::NEG_INFINITY]).unwrap();
+    /// let s = x.convert_with(DType::F8E4M3FN, true).unwrap();
+    /// assert_eq!(s.to_f64_vec(), [448.0, -448.0]);
+    /// assert!(x.convert(DType::F8E4M3FN).unwrap().to_f64_vec()[0].is_nan());
+    /// ```
+    pub fn convert_with(&self, to: DType, saturate: bool) -> Result<Tensor, String> {
+        if saturate && to.is_floating_point() {
+            let max = largest_finite(to);
+            let clamped = self.map_f64(|x| if x.is_nan() { x } else { x.clamp(-max, max) });
+            return clamped.convert_with(to, false);
+        }
         if self.dtype() == to {
             return Ok(self.clone());
         }
@@ -74,6 +93,16 @@ impl Tensor {
             (Values::Floats(v), d) => Tensor::Stored(Stored::from_f64s(d, shape, &v)?),
             (Values::Ints(v), d) => Tensor::Stored(Stored::from_ints(d, shape, &v)),
         })
+    }
+}
+
+/// The largest finite value of a float dtype.
+fn largest_finite(d: DType) -> f64 {
+    match d {
+        DType::F32 => f32::MAX.into(),
+        DType::F16 => half::f16::MAX.to_f64(),
+        DType::BF16 => half::bf16::MAX.to_f64(),
+        d => super::float8::Format::of(d).map_or(f64::MAX, |f| f.max()),
     }
 }
 

@@ -25,10 +25,16 @@ pub enum DType {
     U16,
     U32,
     U64,
+    /// The 8-bit floats (`docs/dtypes.md`): E4M3 without infinities, and its variant without
+    /// negative zero (one NaN, 0x80); E5M2 as IEEE 754, and its variant without negative zero.
+    F8E4M3FN,
+    F8E4M3FNUZ,
+    F8E5M2,
+    F8E5M2FNUZ,
 }
 
 /// Every dtype, in declaration order.
-pub const ALL_DTYPES: [DType; 13] = [
+pub const ALL_DTYPES: [DType; 17] = [
     DType::F32,
     DType::F64,
     DType::I64,
@@ -42,6 +48,10 @@ pub const ALL_DTYPES: [DType; 13] = [
     DType::U16,
     DType::U32,
     DType::U64,
+    DType::F8E4M3FN,
+    DType::F8E4M3FNUZ,
+    DType::F8E5M2,
+    DType::F8E5M2FNUZ,
 ];
 
 impl DType {
@@ -50,9 +60,20 @@ impl DType {
         matches!(self, DType::F32 | DType::F64)
     }
 
-    /// Every floating-point dtype: f16, bf16, f32 and f64. Derivatives flow through these.
+    /// Every floating-point dtype: the 8-bit floats, f16, bf16, f32 and f64. Derivatives flow
+    /// through these.
     pub fn is_floating_point(self) -> bool {
-        matches!(self, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+        matches!(
+            self,
+            DType::F16
+                | DType::BF16
+                | DType::F32
+                | DType::F64
+                | DType::F8E4M3FN
+                | DType::F8E4M3FNUZ
+                | DType::F8E5M2
+                | DType::F8E5M2FNUZ
+        )
     }
 
     /// The storage dtypes: held, moved and converted, never computed with.
@@ -70,7 +91,12 @@ impl DType {
     /// for the others.
     pub fn compute(self) -> DType {
         match self {
-            DType::F16 | DType::BF16 => DType::F32,
+            DType::F16
+            | DType::BF16
+            | DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ => DType::F32,
             DType::I8
             | DType::I16
             | DType::I32
@@ -85,7 +111,13 @@ impl DType {
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::Bool
+            | DType::I8
+            | DType::U8
+            | DType::F8E4M3FN
+            | DType::F8E4M3FNUZ
+            | DType::F8E5M2
+            | DType::F8E5M2FNUZ => 1,
             DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::F32 | DType::I32 | DType::U32 => 4,
             DType::F64 | DType::I64 | DType::U64 => 8,
@@ -100,6 +132,8 @@ impl DType {
             // 10 and 7 stored fraction bits.
             DType::F16 => 2f64.powi(-11),
             DType::BF16 => 2f64.powi(-8),
+            DType::F8E4M3FN | DType::F8E4M3FNUZ => 2f64.powi(-4),
+            DType::F8E5M2 | DType::F8E5M2FNUZ => 2f64.powi(-3),
             _ => 0.0,
         }
     }
@@ -123,6 +157,10 @@ impl DType {
             DType::U16 => "u16",
             DType::U32 => "u32",
             DType::U64 => "u64",
+            DType::F8E4M3FN => "f8e4m3fn",
+            DType::F8E4M3FNUZ => "f8e4m3fnuz",
+            DType::F8E5M2 => "f8e5m2",
+            DType::F8E5M2FNUZ => "f8e5m2fnuz",
         }
     }
 }

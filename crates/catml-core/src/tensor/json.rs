@@ -87,12 +87,11 @@ impl Serialize for Tensor {
 /// One element as written: a number, or a string for a non-finite float.
 /// Whether a finite f64 stays finite in a float dtype (after rounding).
 fn in_range(dtype: DType, v: f64) -> bool {
-    match dtype {
-        DType::F64 => true,
-        DType::F32 => (v as f32).is_finite(),
-        DType::F16 => half::f16::from_f64(v).is_finite(),
-        _ => half::bf16::from_f64(v).is_finite(),
-    }
+    dtype == DType::F64
+        || Tensor::f64([1], vec![v])
+            .ok()
+            .and_then(|t| t.convert(dtype).ok())
+            .is_some_and(|t| t.count_non_finite() == 0)
 }
 
 #[derive(Deserialize, Serialize)]

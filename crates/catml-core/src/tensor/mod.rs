@@ -9,6 +9,7 @@ mod convert;
 mod display;
 mod dtype;
 pub mod fastmath;
+mod float8;
 mod json;
 pub mod kernels;
 mod params;

@@ -42,21 +42,10 @@ struct Bytes<'a>(&'a Tensor);
 
 impl View for Bytes<'_> {
     fn dtype(&self) -> Dtype {
-        match self.0.dtype() {
-            DType::F32 => Dtype::F32,
-            DType::F64 => Dtype::F64,
-            DType::I64 => Dtype::I64,
-            DType::Bool => Dtype::BOOL,
-            DType::F16 => Dtype::F16,
-            DType::BF16 => Dtype::BF16,
-            DType::I8 => Dtype::I8,
-            DType::I16 => Dtype::I16,
-            DType::I32 => Dtype::I32,
-            DType::U8 => Dtype::U8,
-            DType::U16 => Dtype::U16,
-            DType::U32 => Dtype::U32,
-            DType::U64 => Dtype::U64,
-        }
+        SAFETENSORS_DTYPES
+            .iter()
+            .find(|(d, _)| *d == self.0.dtype())
+            .map_or(Dtype::U8, |(_, s)| *s)
     }
     fn shape(&self) -> &[usize] {
         self.0.dims()
@@ -244,18 +233,32 @@ impl<'a> IntoIterator for &'a Params {
     }
 }
 
+/// Each dtype and its safetensors dtype.
+const SAFETENSORS_DTYPES: [(DType, Dtype); 17] = [
+    (DType::F32, Dtype::F32),
+    (DType::F64, Dtype::F64),
+    (DType::I64, Dtype::I64),
+    (DType::Bool, Dtype::BOOL),
+    (DType::F16, Dtype::F16),
+    (DType::BF16, Dtype::BF16),
+    (DType::I8, Dtype::I8),
+    (DType::I16, Dtype::I16),
+    (DType::I32, Dtype::I32),
+    (DType::U8, Dtype::U8),
+    (DType::U16, Dtype::U16),
+    (DType::U32, Dtype::U32),
+    (DType::U64, Dtype::U64),
+    (DType::F8E4M3FN, Dtype::F8_E4M3),
+    (DType::F8E4M3FNUZ, Dtype::F8_E4M3FNUZ),
+    (DType::F8E5M2, Dtype::F8_E5M2),
+    (DType::F8E5M2FNUZ, Dtype::F8_E5M2FNUZ),
+];
+
 /// The storage dtype of a safetensors dtype.
 fn stored_dtype(d: Dtype) -> Option<DType> {
-    Some(match d {
-        Dtype::F16 => DType::F16,
-        Dtype::BF16 => DType::BF16,
-        Dtype::I8 => DType::I8,
-        Dtype::I16 => DType::I16,
-        Dtype::I32 => DType::I32,
-        Dtype::U8 => DType::U8,
-        Dtype::U16 => DType::U16,
-        Dtype::U32 => DType::U32,
-        Dtype::U64 => DType::U64,
-        _ => return None,
-    })
+    SAFETENSORS_DTYPES
+        .iter()
+        .find(|(_, s)| *s == d)
+        .map(|(d, _)| *d)
+        .filter(|d| d.is_storage())
 }

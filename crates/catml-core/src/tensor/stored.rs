@@ -1,8 +1,9 @@
-//! Arrays of the storage dtypes (f16, bf16, i8, i16, i32, u8, u16, u32, u64): held in their own
+//! Arrays of the storage dtypes (f16, bf16, 8-bit floats, i8, i16, i32, u8, u16, u32, u64): held in their own
 //! width, moved, written and read, and converted; never computed with (`docs/dtypes.md`).
 
 use half::{bf16, f16};
 
+use super::float8::Format;
 use super::{Array, DType, Shape, TensorError};
 
 /// An array of one of the storage dtypes.
@@ -17,6 +18,11 @@ pub enum Stored {
     U16(Array<u16>),
     U32(Array<u32>),
     U64(Array<u64>),
+    /// The 8-bit floats, as their bit patterns (`float8.rs`).
+    F8E4M3FN(Array<u8>),
+    F8E4M3FNUZ(Array<u8>),
+    F8E5M2(Array<u8>),
+    F8E5M2FNUZ(Array<u8>),
 }
 
 /// `$body` with `$a` bound to the array, whatever the dtype.
@@ -32,6 +38,10 @@ macro_rules! each {
             Stored::U16($a) => $body,
             Stored::U32($a) => $body,
             Stored::U64($a) => $body,
+            Stored::F8E4M3FN($a) => $body,
+            Stored::F8E4M3FNUZ($a) => $body,
+            Stored::F8E5M2($a) => $body,
+            Stored::F8E5M2FNUZ($a) => $body,
         }
     };
 }
@@ -50,6 +60,10 @@ macro_rules! each_same {
             Stored::U16($a) => Stored::U16($body),
             Stored::U32($a) => Stored::U32($body),
             Stored::U64($a) => Stored::U64($body),
+            Stored::F8E4M3FN($a) => Stored::F8E4M3FN($body),
+            Stored::F8E4M3FNUZ($a) => Stored::F8E4M3FNUZ($body),
+            Stored::F8E5M2($a) => Stored::F8E5M2($body),
+            Stored::F8E5M2FNUZ($a) => Stored::F8E5M2FNUZ($body),
         }
     };
 }
@@ -72,6 +86,10 @@ impl Stored {
             Stored::U16(_) => DType::U16,
             Stored::U32(_) => DType::U32,
             Stored::U64(_) => DType::U64,
+            Stored::F8E4M3FN(_) => DType::F8E4M3FN,
+            Stored::F8E4M3FNUZ(_) => DType::F8E4M3FNUZ,
+            Stored::F8E5M2(_) => DType::F8E5M2,
+            Stored::F8E5M2FNUZ(_) => DType::F8E5M2FNUZ,
         }
     }
 
@@ -106,6 +124,31 @@ impl Stored {
             Stored::U16(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
             Stored::U32(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
             Stored::U64(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
+            float8 => {
+                let fmt = Format::of(float8.dtype()).expect("an 8-bit float");
+                Values::Floats(float8.codes().iter().map(|&c| fmt.decode(c)).collect())
+            }
+        }
+    }
+
+    /// The bit patterns of an 8-bit float array (empty for the other dtypes).
+    fn codes(&self) -> &[u8] {
+        match self {
+            Stored::F8E4M3FN(a)
+            | Stored::F8E4M3FNUZ(a)
+            | Stored::F8E5M2(a)
+            | Stored::F8E5M2FNUZ(a) => a.data(),
+            _ => &[],
+        }
+    }
+
+    /// An 8-bit float array from its bit patterns.
+    fn from_codes(dtype: DType, codes: Array<u8>) -> Stored {
+        match dtype {
+            DType::F8E4M3FN => Stored::F8E4M3FN(codes),
+            DType::F8E4M3FNUZ => Stored::F8E4M3FNUZ(codes),
+            DType::F8E5M2 => Stored::F8E5M2(codes),
+            _ => Stored::F8E5M2FNUZ(codes),
         }
     }
 
@@ -120,6 +163,10 @@ impl Stored {
     /// Floats rounded to nearest (ties to even) into a float dtype; for an integer dtype,
     /// truncated toward zero, which must land in range.
     pub fn from_f64s(dtype: DType, shape: Shape, data: &[f64]) -> Result<Stored, String> {
+        if let Some(fmt) = Format::of(dtype) {
+            let codes = array(shape, data.iter().map(|&x| fmt.encode(x)));
+            return Ok(Stored::from_codes(dtype, codes));
+        }
         if matches!(dtype, DType::F16 | DType::BF16) {
             return Ok(match dtype {
                 DType::F16 => Stored::F16(array(shape, data.iter().map(|&x| f16::from_f64(x)))),
@@ -133,6 +180,9 @@ impl Stored {
     /// dtype, rounded to nearest for f16 and bf16.
     pub fn from_ints(dtype: DType, shape: Shape, data: &[i128]) -> Stored {
         let it = data.iter().copied();
+        if let Some(fmt) = Format::of(dtype) {
+            return Stored::from_codes(dtype, array(shape, it.map(|x| fmt.encode(x as f64))));
+        }
         match dtype {
             DType::F16 => Stored::F16(array(shape, it.map(|x| f16::from_f64(x as f64)))),
             DType::BF16 => Stored::BF16(array(shape, it.map(|x| bf16::from_f64(x as f64)))),
@@ -151,6 +201,13 @@ impl Stored {
         match self {
             Stored::F16(a) => a.data().iter().filter(|x| !x.is_finite()).count(),
             Stored::BF16(a) => a.data().iter().filter(|x| !x.is_finite()).count(),
+            s if s.dtype().is_floating_point() => {
+                let fmt = Format::of(s.dtype()).expect("an 8-bit float");
+                s.codes()
+                    .iter()
+                    .filter(|&&c| !fmt.decode(c).is_finite())
+                    .count()
+            }
             _ => 0,
         }
     }
@@ -167,6 +224,7 @@ impl Stored {
             Stored::U16(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
             Stored::U32(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
             Stored::U64(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
+            float8 => float8.codes().to_vec(),
         }
     }
 
@@ -203,6 +261,9 @@ impl Stored {
             DType::U16 => Stored::U16(read!(u16, 2)),
             DType::U32 => Stored::U32(read!(u32, 4)),
             DType::U64 => Stored::U64(read!(u64, 8)),
+            d if Format::of(d).is_some() => {
+                Stored::from_codes(d, array(shape, bytes.iter().copied()))
+            }
             other => {
                 return Err(TensorError::DType {
                     expected: DType::U8,

@@ -152,7 +152,13 @@ impl Value {
     /// The same values in another dtype (the only way between dtypes).
     #[track_caller]
     pub fn convert(&self, dtype: DType) -> Value {
-        self.unary_at(Location::caller(), Arc::new(Convert { dtype }))
+        self.unary_at(
+            Location::caller(),
+            Arc::new(Convert {
+                dtype,
+                saturate: false,
+            }),
+        )
     }
 
     /// The identity forward, a zero response backward (declared, not a derivative).

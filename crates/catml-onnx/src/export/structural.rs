@@ -210,7 +210,15 @@ fn concat(s: &mut Site) -> R {
 fn convert(s: &mut Site) -> R {
     let x = s.x[0].clone();
     let to = crate::konst::code_of(s.dtype()) as i64;
-    Ok(s.emit("Cast", &[&x], vec![attribute("to", Attr::Int(to))]))
+    let mut attrs = vec![attribute("to", Attr::Int(to))];
+    // ONNX saturates float8 targets unless told not to; CatML converts saturate only when asked.
+    if s.dtype().is_storage() && s.dtype().is_floating_point() && s.dtype().size() == 1 {
+        attrs.push(attribute(
+            "saturate",
+            Attr::Int(i64::from(s.attr_bool("saturate"))),
+        ));
+    }
+    Ok(s.emit("Cast", &[&x], attrs))
 }
 
 /// Integer indices (...) to rows (..., classes): rows of the identity matrix, gathered.

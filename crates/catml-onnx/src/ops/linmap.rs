@@ -452,6 +452,6 @@ pub fn eye_like(c: &mut Ctx) -> R<Vec<Value>> {
         .collect();
     let ints = crate::konst::Const::ints(crate::konst::elem::INT64, dims, data);
     Ok(vec![Value::Const(std::sync::Arc::new(crate::fold::cast(
-        &ints, to,
+        &ints, to, true,
     )))])
 }

@@ -389,8 +389,10 @@ pub fn cast(c: &mut Ctx) -> R<Vec<Value>> {
     };
     // A constant operand casts at import, to any element type (CastLike reads only the
     // second operand's type).
+    // Out-of-range values saturate into the 8-bit floats unless `saturate` is 0 (opset 19).
+    let saturate = c.int("saturate", 1)? != 0;
     if let Value::Const(k) = c.value(0)? {
-        return konst(crate::fold::cast(k, to));
+        return konst(crate::fold::cast(k, to, saturate));
     }
     let target = dtype_of(to).ok_or_else(|| {
         c.unsupported(format!(
@@ -402,6 +404,9 @@ pub fn cast(c: &mut Ctx) -> R<Vec<Value>> {
     let x = c.var(0)?;
     if c.ty(x).dtype == target {
         return out(x);
+    }
+    if saturate && target.is_floating_point() && target.size() == 1 {
+        return out(t!(c, c.b.convert_saturating(x, target))?);
     }
     out(t!(c, c.b.convert(x, target))?)
 }

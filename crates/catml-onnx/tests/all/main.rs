@@ -6,3 +6,4 @@ mod export_roundtrip;
 mod hostile;
 mod import;
 mod import_ops;
+mod storage_dtypes;

@@ -15,6 +15,8 @@ use crate::tensor::{Array, DType, RArray, Tensor, TensorType};
 #[derive(Debug, Clone, Copy)]
 pub struct Convert {
     pub dtype: DType,
+    /// Float targets take out-of-range values as their largest finite value of that sign.
+    pub saturate: bool,
 }
 
 impl Primitive for Convert {
@@ -33,7 +35,11 @@ impl Primitive for Convert {
         false
     }
     fn attrs(&self) -> Attrs {
-        crate::ir::attrs_of([("dtype", self.dtype.as_str().into())])
+        let mut a = crate::ir::attrs_of([("dtype", self.dtype.as_str().into())]);
+        if self.saturate {
+            a.insert("saturate".to_string(), true.into());
+        }
+        a
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         arity(inputs, 1)?;
@@ -43,7 +49,8 @@ impl Primitive for Convert {
         true
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
-        x[0].convert(self.dtype).map_err(KernelError::Domain)
+        x[0].convert_with(self.dtype, self.saturate)
+            .map_err(KernelError::Domain)
     }
     fn has_rational_eval(&self) -> bool {
         true
@@ -105,8 +112,9 @@ pub(crate) fn register(r: &mut Registry) {
     r.register("convert", |attrs: &Attrs| {
         let mut a = AttrReader::new(attrs);
         let dtype = a.dtype("dtype")?;
+        let saturate = a.flag("saturate")?;
         a.finish()?;
-        Ok(Arc::new(Convert { dtype }) as Prim)
+        Ok(Arc::new(Convert { dtype, saturate }) as Prim)
     });
     r.set_example("convert", crate::ir::attrs_json(r#"{"dtype": "f64"}"#));
 }
