@@ -255,6 +255,24 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    pub fn strings(&self, name: &str) -> R<Option<Vec<String>>> {
+        match self.attr(name) {
+            None => Ok(None),
+            Some(a) => {
+                self.check_kind(a, AttributeType::Strings)?;
+                a.strings
+                    .iter()
+                    .map(|s| {
+                        String::from_utf8(s.clone()).map_err(|_| {
+                            self.err(format!("{} is not UTF-8", self.attr_field(name)))
+                        })
+                    })
+                    .collect::<R<Vec<_>>>()
+                    .map(Some)
+            }
+        }
+    }
+
     pub fn tensor_attr(&self, name: &str) -> R<Option<Const>> {
         match self.attr(name) {
             None => Ok(None),

@@ -11,6 +11,7 @@ mod logic;
 mod loss;
 mod nn;
 pub(crate) mod output_types;
+mod recurrent;
 mod reduce;
 mod shape;
 
@@ -150,6 +151,9 @@ const TABLE: &[(&str, OpFn)] = &[
     ("Attention", attention::attention),
     ("ArgMax", arg::arg_extreme),
     ("ArgMin", arg::arg_extreme),
+    ("RNN", recurrent::rnn),
+    ("GRU", recurrent::gru),
+    ("LSTM", recurrent::lstm),
 ];
 
 /// Operators whose outputs are random: never folded.
