@@ -1,8 +1,11 @@
 //! A model with every float32 tensor made float64 (inputs, outputs, initializers, constants,
-//! casts): the same graph in double precision, for finite-difference checks of derivatives.
+//! casts, normalisation `stash_type`s): the same graph in double precision, for finite-difference checks of derivatives.
 
 use crate::konst::elem;
-use crate::proto::{type_proto, GraphProto, ModelProto, TensorProto, ValueInfoProto};
+use crate::proto::attribute_proto::AttributeType;
+use crate::proto::{
+    type_proto, AttributeProto, GraphProto, ModelProto, TensorProto, ValueInfoProto,
+};
 
 fn promote_tensor(t: &mut TensorProto) {
     if t.data_type != elem::FLOAT {
@@ -44,6 +47,19 @@ fn promote_graph(g: &mut GraphProto) {
             if n.op_type == "Cast" && a.name == "to" && a.i == elem::FLOAT as i64 {
                 a.i = elem::DOUBLE as i64;
             }
+            // The precision of normalisation statistics (float32 when absent).
+            if a.name == "stash_type" && a.i == elem::FLOAT as i64 {
+                a.i = elem::DOUBLE as i64;
+            }
+        }
+        if n.op_type == "LayerNormalization" && !n.attribute.iter().any(|a| a.name == "stash_type")
+        {
+            n.attribute.push(AttributeProto {
+                name: "stash_type".to_string(),
+                i: elem::DOUBLE as i64,
+                r#type: AttributeType::Int as i32,
+                ..AttributeProto::default()
+            });
         }
     }
 }

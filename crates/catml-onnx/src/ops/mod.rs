@@ -11,6 +11,7 @@ mod logic;
 mod loss;
 mod nn;
 pub(crate) mod output_types;
+mod norm_stats;
 mod recurrent;
 mod reduce;
 mod shape;

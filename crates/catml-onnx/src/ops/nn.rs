@@ -364,15 +364,12 @@ pub fn batch_norm(c: &mut Ctx) -> R<Vec<Value>> {
 }
 
 pub fn layer_norm(c: &mut Ctx) -> R<Vec<Value>> {
-    if c.node.output.iter().skip(1).any(|o| !o.is_empty()) {
-        return Err(c.unsupported("the Mean and InvStdDev outputs"));
-    }
     let x = c.fvar(0)?;
     let d = c.ty(x).dims().to_vec();
     let axis = c.axis(c.int("axis", -1)?, d.len())?;
     let eps = c.float("epsilon", 1e-5)? as f64;
     let axes: Vec<usize> = (axis..d.len()).collect();
-    let y = t!(c, c.b.layer_norm(x, axes, eps, None))?;
+    let y = t!(c, c.b.layer_norm(x, axes.clone(), eps, None))?;
     let g = c.fvar(1)?;
     let g = c.expand_to(g, &d)?;
     let mut y = t!(c, c.b.mul(y, g))?;
@@ -381,7 +378,11 @@ pub fn layer_norm(c: &mut Ctx) -> R<Vec<Value>> {
         let b = c.expand_to(b, &d)?;
         y = t!(c, c.b.add(y, b))?;
     }
-    out(y)
+    if c.node.output.iter().skip(1).all(String::is_empty) {
+        return out(y);
+    }
+    let (mean, inv_std) = super::norm_stats::layer_norm_stats(c, x, &axes, eps)?;
+    Ok(vec![Value::Var(y), Value::Var(mean), Value::Var(inv_std)])
 }
 
 pub fn instance_norm(c: &mut Ctx) -> R<Vec<Value>> {
