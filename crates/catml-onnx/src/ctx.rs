@@ -344,6 +344,13 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// A constant of float `dtype` with the given elements (row-major).
+    pub fn constant_of(&mut self, dtype: DType, dims: &[usize], data: Vec<f64>) -> R<Var> {
+        let t = catml_core::tensor::Tensor::from_f64s(dtype, dims.to_vec(), data)
+            .map_err(|e| self.err(e.to_string()))?;
+        self.b.constant(t).map_err(|e| self.err(e.to_string()))
+    }
+
     /// A scalar constant of `dtype` broadcast to `dims` (a whole constant for i64 and bool,
     /// which the core does not broadcast).
     pub fn full(&mut self, value: f64, dtype: DType, dims: &[usize]) -> R<Var> {

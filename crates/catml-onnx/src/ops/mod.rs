@@ -3,7 +3,11 @@
 
 mod arg;
 mod attention;
+mod center_crop_pad;
+mod col2im;
+mod compress;
 mod conv_transpose;
+mod dft;
 mod einsum;
 mod elementwise;
 mod linmap;
@@ -14,6 +18,8 @@ pub(crate) mod output_types;
 mod norm_stats;
 mod recurrent;
 mod reduce;
+mod rotary;
+mod scatter;
 mod shape;
 
 use crate::ctx::{Ctx, Value, R};
@@ -155,6 +161,14 @@ const TABLE: &[(&str, OpFn)] = &[
     ("RNN", recurrent::rnn),
     ("GRU", recurrent::gru),
     ("LSTM", recurrent::lstm),
+    ("RotaryEmbedding", rotary::rotary_embedding),
+    ("CenterCropPad", center_crop_pad::center_crop_pad),
+    ("Compress", compress::compress),
+    ("ScatterElements", scatter::scatter_elements),
+    ("Scatter", scatter::scatter_elements),
+    ("ScatterND", scatter::scatter_nd),
+    ("DFT", dft::dft),
+    ("Col2Im", col2im::col2im),
 ];
 
 /// Operators whose outputs are random: never folded.

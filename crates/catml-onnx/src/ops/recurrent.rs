@@ -4,7 +4,7 @@
 
 use catml_core::ir::Var;
 use catml_core::prim::Ops;
-use catml_core::tensor::{DType, Tensor};
+use catml_core::tensor::DType;
 
 use super::elementwise::clip_var;
 use super::shape::reshape_to;
@@ -382,8 +382,7 @@ fn step_mask(c: &mut Ctx, s: &Setup, t: usize) -> R<Option<Var>> {
         .iter()
         .flat_map(|&l| std::iter::repeat_n(if t < l { 1.0 } else { 0.0 }, s.h))
         .collect();
-    let m = Tensor::from_f64s(s.dtype, vec![s.b, s.h], data).map_err(|e| c.err(e.to_string()))?;
-    Ok(Some(t!(c, c.b.constant(m))?))
+    Ok(Some(c.constant_of(s.dtype, &[s.b, s.h], data)?))
 }
 
 /// `old + m ⊙ (new - old)`: the new state on rows still inside their sequence.
