@@ -5,5 +5,7 @@ mod export_errors;
 mod export_roundtrip;
 mod hostile;
 mod import;
+mod import_families;
 mod import_ops;
 mod storage_dtypes;
+mod import_recurrent;

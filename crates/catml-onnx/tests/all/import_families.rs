@@ -1,0 +1,200 @@
+//! LayerNormalization's statistics, the scatters, DFT, Col2Im, CenterCropPad, Compress and
+//! RotaryEmbedding import with ONNX semantics (values worked out by hand).
+
+use crate::common::*;
+use crate::import_recurrent::{assert_close, ints_init, run_node, str_attr, t};
+use catml_core::tensor::DType;
+use catml_onnx::proto::{AttributeProto, NodeProto};
+
+fn with(mut n: NodeProto, attrs: Vec<AttributeProto>) -> NodeProto {
+    n.attribute = attrs;
+    n
+}
+
+#[test]
+fn layer_norm_gives_mean_and_inverse_deviation_in_the_stash_type() {
+    let x = t(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0]);
+    let inputs = [
+        ("X", x),
+        ("S", t(&[3], &[1.0, 2.0, 0.5])),
+        ("Bi", t(&[3], &[0.0, 1.0, -1.0])),
+    ];
+    let (m, v) = ([2.0f64, 6.0], [2.0f64 / 3.0, 8.0 / 3.0]);
+    let inv: Vec<f64> = v.iter().map(|v| 1.0 / (v + 1e-5).sqrt()).collect();
+    let xs = [[1.0, 2.0, 3.0], [4.0, 6.0, 8.0]];
+    let mut y = Vec::new();
+    for r in 0..2 {
+        for (k, (s, b)) in [(1.0, 0.0), (2.0, 1.0), (0.5, -1.0)].iter().enumerate() {
+            y.push((xs[r][k] - m[r]) * inv[r] * s + b);
+        }
+    }
+    for (stash, dtype) in [(1, DType::F32), (11, DType::F64)] {
+        let n = with(
+            node("LayerNormalization", &["X", "S", "Bi"], &["Y", "M", "I"]),
+            vec![int_attr("stash_type", stash)],
+        );
+        let got = run_node(n, &inputs, vec![], 17).unwrap();
+        assert_close(&got[0], &[2, 3], &y, "Y");
+        assert_close(&got[1], &[2, 1], &m, "Mean");
+        assert_close(&got[2], &[2, 1], &inv, "InvStdDev");
+        assert_eq!(got[1].dtype(), dtype);
+        assert_eq!(got[2].dtype(), dtype);
+    }
+}
+
+#[test]
+fn scatter_elements_reductions_combine_repeated_targets() {
+    let data = t(&[1, 5], &[1.0, 2.0, 3.0, 4.0, 5.0]);
+    let upd = t(&[1, 2], &[1.1, 2.1]);
+    for (red, at1) in [
+        ("none", 2.1),
+        ("add", 2.0 + 1.1 + 2.1),
+        ("mul", 2.0 * 1.1 * 2.1),
+        ("max", 2.1),
+        ("min", 1.1),
+    ] {
+        let n = with(
+            node("ScatterElements", &["D", "idx", "U"], &["Y"]),
+            vec![int_attr("axis", 1), str_attr("reduction", red)],
+        );
+        let inits = vec![ints_init("idx", 7, &[1, 2], &[1, 1])];
+        let got = run_node(n, &[("D", data.clone()), ("U", upd.clone())], inits, 18).unwrap();
+        assert_close(&got[0], &[1, 5], &[1.0, at1, 3.0, 4.0, 5.0], red);
+    }
+    // Negative indices count from the end of the axis.
+    let n = with(
+        node("ScatterElements", &["D", "idx", "U"], &["Y"]),
+        vec![int_attr("axis", 1)],
+    );
+    let inits = vec![ints_init("idx", 7, &[1, 2], &[-1, 0])];
+    let got = run_node(n, &[("D", data), ("U", upd)], inits, 18).unwrap();
+    assert_close(&got[0], &[1, 5], &[2.1, 2.0, 3.0, 4.0, 1.1], "negative");
+}
+
+#[test]
+fn scatter_nd_writes_elements_and_slices() {
+    let data = t(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let n = node("ScatterND", &["D", "idx", "U"], &["Y"]);
+    let inits = vec![ints_init("idx", 7, &[2, 2], &[0, 1, 1, 0])];
+    let got = run_node(
+        n,
+        &[("D", data.clone()), ("U", t(&[2], &[10.0, 20.0]))],
+        inits,
+        18,
+    )
+    .unwrap();
+    assert_close(&got[0], &[2, 2], &[1.0, 10.0, 20.0, 4.0], "elements");
+    let n = with(
+        node("ScatterND", &["D", "idx", "U"], &["Y"]),
+        vec![str_attr("reduction", "mul")],
+    );
+    let inits = vec![ints_init("idx", 7, &[1, 1], &[1])];
+    let got = run_node(n, &[("D", data), ("U", t(&[1, 2], &[2.0, 3.0]))], inits, 18).unwrap();
+    assert_close(&got[0], &[2, 2], &[1.0, 2.0, 6.0, 12.0], "slice mul");
+}
+
+#[test]
+fn dft_forward_inverse_one_sided_and_truncated() {
+    let x = t(&[1, 4, 1], &[1.0, 2.0, 3.0, 4.0]);
+    let dft = |attrs: Vec<AttributeProto>, x, inputs: &[&str]| {
+        let n = with(node("DFT", inputs, &["Y"]), attrs);
+        run_node(n, &[("X", x)], vec![], 17).unwrap().remove(0)
+    };
+    // X_k = Σ x_n e^{-2πikn/4}: 10, -2+2i, -2, -2-2i.
+    let spectrum = [10.0, 0.0, -2.0, 2.0, -2.0, 0.0, -2.0, -2.0];
+    let got = dft(vec![], x.clone(), &["X"]);
+    assert_close(&got, &[1, 4, 2], &spectrum, "forward");
+    let got = dft(vec![int_attr("onesided", 1)], x.clone(), &["X"]);
+    assert_close(&got, &[1, 3, 2], &spectrum[..6], "onesided");
+    let s: Vec<f32> = spectrum.iter().map(|&v| v as f32).collect();
+    let got = dft(vec![int_attr("inverse", 1)], t(&[1, 4, 2], &s), &["X"]);
+    assert_close(
+        &got,
+        &[1, 4, 2],
+        &[1.0, 0.0, 2.0, 0.0, 3.0, 0.0, 4.0, 0.0],
+        "inverse",
+    );
+    let got = dft(
+        vec![int_attr("inverse", 1), int_attr("onesided", 1)],
+        t(&[1, 3, 2], &s[..6]),
+        &["X"],
+    );
+    assert_close(&got, &[1, 4, 1], &[1.0, 2.0, 3.0, 4.0], "one-sided inverse");
+    // dft_length 2 keeps x_0, x_1: 1 + 2 and 1 - 2.
+    let n = node("DFT", &["X", "len"], &["Y"]);
+    let got = run_node(n, &[("X", x)], vec![ints_init("len", 7, &[], &[2])], 17).unwrap();
+    assert_close(&got[0], &[1, 2, 2], &[3.0, 0.0, -1.0, 0.0], "dft_length");
+}
+
+#[test]
+fn col2im_sums_overlapping_blocks() {
+    // Image 1×3, blocks 1×2 at two places: pixel p gets column entries (b, l) with l + b = p.
+    let n = node("Col2Im", &["X", "img", "blk"], &["Y"]);
+    let inits = vec![
+        ints_init("img", 7, &[2], &[1, 3]),
+        ints_init("blk", 7, &[2], &[1, 2]),
+    ];
+    let got = run_node(
+        n,
+        &[("X", t(&[1, 2, 2], &[1.0, 2.0, 10.0, 20.0]))],
+        inits,
+        18,
+    )
+    .unwrap();
+    assert_close(&got[0], &[1, 1, 1, 3], &[1.0, 12.0, 20.0], "col2im");
+}
+
+#[test]
+fn center_crop_pad_centres_the_window_and_compress_selects() {
+    let n = node("CenterCropPad", &["X", "shape"], &["Y"]);
+    let got = run_node(
+        n.clone(),
+        &[("X", t(&[3], &[1.0, 2.0, 3.0]))],
+        vec![ints_init("shape", 7, &[1], &[6])],
+        18,
+    )
+    .unwrap();
+    assert_close(&got[0], &[6], &[0.0, 1.0, 2.0, 3.0, 0.0, 0.0], "pad");
+    let got = run_node(
+        n,
+        &[("X", t(&[5], &[1.0, 2.0, 3.0, 4.0, 5.0]))],
+        vec![ints_init("shape", 7, &[1], &[2])],
+        18,
+    )
+    .unwrap();
+    assert_close(&got[0], &[2], &[2.0, 3.0], "crop");
+    let n = with(
+        node("Compress", &["X", "cond"], &["Y"]),
+        vec![int_attr("axis", 0)],
+    );
+    let got = run_node(
+        n,
+        &[("X", t(&[3, 2], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))],
+        vec![ints_init("cond", 9, &[3], &[0, 1, 1])],
+        17,
+    )
+    .unwrap();
+    assert_close(&got[0], &[2, 2], &[3.0, 4.0, 5.0, 6.0], "compress");
+}
+
+#[test]
+fn rotary_embedding_rotates_halves_or_interleaved_pairs() {
+    let inputs = [
+        ("X", t(&[1, 1, 1, 4], &[1.0, 2.0, 3.0, 4.0])),
+        ("C", t(&[1, 1, 2], &[0.6, 0.0])),
+        ("S", t(&[1, 1, 2], &[0.8, 1.0])),
+    ];
+    let n = node("RotaryEmbedding", &["X", "C", "S"], &["Y"]);
+    let got = run_node(n, &inputs, vec![], 23).unwrap();
+    // Pairs (1, 3) and (2, 4): (c x1 - s x2, s x1 + c x2).
+    let want = [0.6 - 0.8 * 3.0, -4.0, 0.8 + 0.6 * 3.0, 2.0];
+    assert_close(&got[0], &[1, 1, 1, 4], &want, "halves");
+    let n = with(
+        node("RotaryEmbedding", &["X", "C", "S"], &["Y"]),
+        vec![int_attr("interleaved", 1)],
+    );
+    let got = run_node(n, &inputs, vec![], 23).unwrap();
+    // Pairs (1, 2) and (3, 4).
+    let want = [0.6 - 0.8 * 2.0, 0.8 + 0.6 * 2.0, -4.0, 3.0];
+    assert_close(&got[0], &[1, 1, 1, 4], &want, "interleaved");
+}
