@@ -1,6 +1,7 @@
 //! The operator table: each default-domain ONNX operator the importer maps, with the oldest
 //! opset whose semantics its mapping implements.
 
+mod affine_grid;
 mod arg;
 mod attention;
 mod center_crop_pad;
@@ -10,9 +11,11 @@ mod conv_transpose;
 mod dft;
 mod einsum;
 mod elementwise;
+mod index_gather;
 mod linmap;
 mod logic;
 mod loss;
+mod mvn;
 mod nn;
 pub(crate) mod output_types;
 mod norm_stats;
@@ -21,6 +24,8 @@ mod reduce;
 mod rotary;
 mod scatter;
 mod shape;
+mod swiglu;
+mod window;
 
 use crate::ctx::{Ctx, Value, R};
 use crate::proto::NodeProto;
@@ -169,6 +174,17 @@ const TABLE: &[(&str, OpFn)] = &[
     ("ScatterND", scatter::scatter_nd),
     ("DFT", dft::dft),
     ("Col2Im", col2im::col2im),
+    ("HannWindow", window::window),
+    ("HammingWindow", window::window),
+    ("BlackmanWindow", window::window),
+    ("AffineGrid", affine_grid::affine_grid),
+    ("GatherND", index_gather::gather_nd),
+    ("ReverseSequence", index_gather::reverse_sequence),
+    ("SwiGLU", swiglu::swiglu),
+    (
+        "MeanVarianceNormalization",
+        mvn::mean_variance_normalization,
+    ),
 ];
 
 /// Operators whose outputs are random: never folded.
