@@ -198,3 +198,96 @@ fn rotary_embedding_rotates_halves_or_interleaved_pairs() {
     let want = [0.6 - 0.8 * 2.0, 0.8 + 0.6 * 2.0, -4.0, 3.0];
     assert_close(&got[0], &[1, 1, 1, 4], &want, "interleaved");
 }
+
+#[test]
+fn windows_are_known_values() {
+    for (op, periodic, size, want) in [
+        ("HannWindow", 1, 4, vec![0.0, 0.5, 1.0, 0.5]),
+        ("HannWindow", 0, 3, vec![0.0, 1.0, 0.0]),
+        ("HammingWindow", 1, 2, vec![4.0 / 46.0, 1.0]),
+        ("BlackmanWindow", 1, 2, vec![0.0, 0.42 + 0.5 + 0.08]),
+    ] {
+        let n = with(
+            node(op, &["size"], &["Y"]),
+            vec![int_attr("periodic", periodic)],
+        );
+        let got = run_node(n, &[], vec![ints_init("size", 7, &[], &[size])], 17).unwrap();
+        assert_close(&got[0], &[size as usize], &want, op);
+    }
+}
+
+#[test]
+fn affine_grid_maps_the_normalised_grid() {
+    // x' = 2x + 1, y' = y over the corner-aligned 2×2 grid (x along width first).
+    let n = with(
+        node("AffineGrid", &["T", "size"], &["Y"]),
+        vec![int_attr("align_corners", 1)],
+    );
+    let got = run_node(
+        n,
+        &[("T", t(&[1, 2, 3], &[2.0, 0.0, 1.0, 0.0, 1.0, 0.0]))],
+        vec![ints_init("size", 7, &[4], &[1, 1, 2, 2])],
+        20,
+    )
+    .unwrap();
+    let want = [-1.0, -1.0, 3.0, -1.0, -1.0, 1.0, 3.0, 1.0];
+    assert_close(&got[0], &[1, 2, 2, 2], &want, "grid");
+}
+
+#[test]
+fn gather_nd_reverse_sequence_swiglu_and_mvn() {
+    let data: Vec<f32> = (0..8).map(|v| v as f32).collect();
+    let n = with(
+        node("GatherND", &["D", "idx"], &["Y"]),
+        vec![int_attr("batch_dims", 1)],
+    );
+    let got = run_node(
+        n,
+        &[("D", t(&[2, 2, 2], &data))],
+        vec![ints_init("idx", 7, &[2, 1], &[1, 0])],
+        13,
+    )
+    .unwrap();
+    assert_close(&got[0], &[2, 2], &[2.0, 3.0, 4.0, 5.0], "gather_nd");
+    let n = with(
+        node("ReverseSequence", &["X", "lens"], &["Y"]),
+        vec![int_attr("time_axis", 0), int_attr("batch_axis", 1)],
+    );
+    let got = run_node(
+        n,
+        &[("X", t(&[4, 2], &data))],
+        vec![ints_init("lens", 7, &[2], &[4, 2])],
+        10,
+    )
+    .unwrap();
+    let want = [6.0, 3.0, 4.0, 1.0, 2.0, 5.0, 0.0, 7.0];
+    assert_close(&got[0], &[4, 2], &want, "reverse_sequence");
+    let n = with(
+        node("SwiGLU", &["A", "B"], &["Y"]),
+        vec![AttributeProto {
+            name: "alpha".into(),
+            r#type: 1,
+            f: 0.5,
+            ..Default::default()
+        }],
+    );
+    let got = run_node(
+        n,
+        &[("A", t(&[2], &[1.0, -2.0])), ("B", t(&[2], &[3.0, 0.5]))],
+        vec![],
+        17,
+    )
+    .unwrap();
+    let sig = |x: f64| 1.0 / (1.0 + (-x).exp());
+    let want = [sig(0.5) * 3.0, -2.0 * sig(-1.0) * 0.5];
+    assert_close(&got[0], &[2], &want, "swiglu");
+    let n = node("MeanVarianceNormalization", &["X"], &["Y"]);
+    let got = run_node(
+        n,
+        &[("X", t(&[1, 2, 1, 2], &[1.0, 3.0, 2.0, 6.0]))],
+        vec![],
+        13,
+    )
+    .unwrap();
+    assert_close(&got[0], &[1, 2, 1, 2], &[-1.0, 1.0, -1.0, 1.0], "mvn");
+}
