@@ -15,6 +15,7 @@ mod index_gather;
 mod linmap;
 mod logic;
 mod loss;
+mod lrn;
 mod mvn;
 mod nn;
 pub(crate) mod output_types;
@@ -25,6 +26,7 @@ mod rotary;
 mod scatter;
 mod shape;
 mod swiglu;
+mod topk;
 mod window;
 
 use crate::ctx::{Ctx, Value, R};
@@ -181,6 +183,8 @@ const TABLE: &[(&str, OpFn)] = &[
     ("GatherND", index_gather::gather_nd),
     ("ReverseSequence", index_gather::reverse_sequence),
     ("SwiGLU", swiglu::swiglu),
+    ("LRN", lrn::lrn),
+    ("TopK", topk::topk),
     (
         "MeanVarianceNormalization",
         mvn::mean_variance_normalization,

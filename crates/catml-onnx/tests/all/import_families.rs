@@ -291,3 +291,83 @@ fn gather_nd_reverse_sequence_swiglu_and_mvn() {
     .unwrap();
     assert_close(&got[0], &[1, 2, 1, 2], &[-1.0, 1.0, -1.0, 1.0], "mvn");
 }
+
+#[test]
+fn lrn_sums_squares_over_the_channel_window() {
+    // size 2: channel c's window is c - 0 ..= c + 1.
+    let n = with(
+        node("LRN", &["X"], &["Y"]),
+        vec![
+            int_attr("size", 2),
+            AttributeProto {
+                name: "alpha".into(),
+                r#type: 1,
+                f: 0.5,
+                ..Default::default()
+            },
+            AttributeProto {
+                name: "beta".into(),
+                r#type: 1,
+                f: 1.0,
+                ..Default::default()
+            },
+        ],
+    );
+    let got = run_node(n, &[("X", t(&[1, 3, 1, 1], &[1.0, 2.0, 3.0]))], vec![], 13).unwrap();
+    // y_c = x_c / (1 + 0.5 / 2 · Σ x²)
+    let want = [
+        1.0 / (1.0 + 0.25 * 5.0),
+        2.0 / (1.0 + 0.25 * 13.0),
+        3.0 / (1.0 + 0.25 * 9.0),
+    ];
+    assert_close(&got[0], &[1, 3, 1, 1], &want, "lrn");
+}
+
+#[test]
+fn topk_takes_values_and_indices_and_differentiates_through_the_values() {
+    use catml_core::ad;
+    use catml_core::interp::eval;
+    use catml_core::tensor::Tensor;
+    let x = t(&[2, 3], &[3.0, 1.0, 2.0, 5.0, 5.0, 4.0]);
+    let inits = || vec![ints_init("k", 7, &[1], &[2])];
+    let n = node("TopK", &["X", "k"], &["V", "I"]);
+    let mut m = model(
+        vec![n],
+        vec![value_info("X", 1, &[2, 3])],
+        vec![value_info("V", 1, &[]), value_info("I", 7, &[])],
+        inits(),
+    );
+    m.opset_import[0].version = 11;
+    let im = catml_onnx::import(&m, &catml_onnx::Shapes::new(), None).unwrap();
+    let got = eval(&im.program, std::slice::from_ref(&x)).unwrap();
+    assert_close(&got[0], &[2, 2], &[3.0, 2.0, 5.0, 5.0], "values");
+    // Ties go to the lower index.
+    assert_eq!(got[1].as_i64().unwrap().data(), &[0, 2, 0, 1]);
+    // Smallest along axis 0.
+    let n = with(
+        node("TopK", &["X", "k"], &["V"]),
+        vec![int_attr("axis", 0), int_attr("largest", 0)],
+    );
+    let got = run_node(n, &[("X", x.clone())], inits(), 11).unwrap();
+    assert_close(
+        &got[0],
+        &[2, 3],
+        &[3.0, 1.0, 2.0, 5.0, 5.0, 4.0],
+        "smallest",
+    );
+    // d(Σ u ⊙ values)/dx puts u at the chosen positions.
+    let n = node("TopK", &["X", "k"], &["V"]);
+    let mut m = model(
+        vec![n],
+        vec![value_info("X", 1, &[2, 3])],
+        vec![value_info("V", 1, &[])],
+        inits(),
+    );
+    m.opset_import[0].version = 11;
+    let im = catml_onnx::import(&m, &catml_onnx::Shapes::new(), None).unwrap();
+    let v = ad::vjp(&im.program).unwrap();
+    let u = Tensor::f32(vec![2, 2], vec![10.0, 100.0, 1.0, 2.0]).unwrap();
+    let out = eval(&v.program, &[x, u]).unwrap();
+    let g = v.layout.gradient(&out, 0).unwrap();
+    assert_eq!(g.to_f64_vec(), vec![10.0, 0.0, 100.0, 1.0, 2.0, 0.0]);
+}
