@@ -31,7 +31,7 @@ pub fn rotary_embedding(c: &mut Ctx) -> R<Vec<Value>> {
     let d4 = c.ty(x4).dims().to_vec();
     let (b, heads, s, d) = (d4[0], d4[1], d4[2], d4[3]);
     let rot = match c.int("rotary_embedding_dim", 0)? {
-        0 => d,
+        0 if d % 2 == 0 => d,
         r if r > 0 && r as usize <= d && r % 2 == 0 => r as usize,
         r => {
             return Err(c.err(format!(
