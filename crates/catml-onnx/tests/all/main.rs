@@ -7,5 +7,5 @@ mod hostile;
 mod import;
 mod import_families;
 mod import_ops;
-mod storage_dtypes;
 mod import_recurrent;
+mod storage_dtypes;
