@@ -3,7 +3,9 @@
 
 mod arg;
 mod attention;
+mod bitwise;
 mod conv_transpose;
+mod dropout;
 mod einsum;
 mod elementwise;
 mod linmap;
@@ -11,8 +13,11 @@ mod logic;
 mod loss;
 mod nn;
 pub(crate) mod output_types;
+mod quant;
+mod rearrange;
 mod reduce;
 mod shape;
+mod swiglu;
 
 use crate::ctx::{Ctx, Value, R};
 use crate::proto::NodeProto;
@@ -37,7 +42,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("PRelu", elementwise::prelu),
     ("Clip", elementwise::clip),
     ("Identity", elementwise::identity),
-    ("Dropout", elementwise::identity),
+    ("Dropout", dropout::dropout),
     ("Relu", elementwise::unary),
     ("Sigmoid", elementwise::unary),
     ("Tanh", elementwise::unary),
@@ -150,6 +155,17 @@ const TABLE: &[(&str, OpFn)] = &[
     ("Attention", attention::attention),
     ("ArgMax", arg::arg_extreme),
     ("ArgMin", arg::arg_extreme),
+    ("BitShift", bitwise::bit_shift),
+    ("BitwiseAnd", bitwise::bitwise),
+    ("BitwiseOr", bitwise::bitwise),
+    ("BitwiseXor", bitwise::bitwise),
+    ("BitwiseNot", bitwise::bitwise_not),
+    ("QuantizeLinear", quant::quantize_linear),
+    ("DequantizeLinear", quant::dequantize_linear),
+    ("QLinearMatMul", quant::qlinear_matmul),
+    ("ReverseSequence", rearrange::reverse_sequence),
+    ("TensorScatter", rearrange::tensor_scatter),
+    ("SwiGLU", swiglu::swiglu),
 ];
 
 /// Operators whose outputs are random: never folded.

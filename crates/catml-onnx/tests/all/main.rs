@@ -6,4 +6,5 @@ mod export_roundtrip;
 mod hostile;
 mod import;
 mod import_ops;
+mod import_quant;
 mod storage_dtypes;
