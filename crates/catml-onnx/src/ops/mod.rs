@@ -163,6 +163,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("QuantizeLinear", quant::quantize_linear),
     ("DequantizeLinear", quant::dequantize_linear),
     ("QLinearMatMul", quant::qlinear_matmul),
+    ("DynamicQuantizeLinear", quant::dynamic_quantize_linear),
     ("ReverseSequence", rearrange::reverse_sequence),
     ("TensorScatter", rearrange::tensor_scatter),
     ("SwiGLU", swiglu::swiglu),

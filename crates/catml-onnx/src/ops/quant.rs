@@ -282,3 +282,35 @@ pub fn qlinear_matmul(c: &mut Ctx) -> R<Vec<Value>> {
     let d = dtype_of(ye).expect("quantized types are held");
     Ok(vec![Value::Var(t!(c, c.b.convert(y, d))?)])
 }
+
+/// DynamicQuantizeLinear: uint8 with the scale and zero point that map [min(0, min x),
+/// max(0, max x)] onto 0..=255: scale = (hi - lo) / 255 (1 / 255 when
+/// hi = lo), zero point = clip(round(-lo / scale)).
+pub fn dynamic_quantize_linear(c: &mut Ctx) -> R<Vec<Value>> {
+    let x = c.fvar(0)?;
+    let dims = c.ty(x).dims().to_vec();
+    let hi = t!(c, c.b.reduce_max(x, None))?;
+    let nx = t!(c, c.b.neg(x))?;
+    let neg_lo = t!(c, c.b.reduce_max(nx, None))?;
+    let zero = t!(c, c.b.full_like(0.0, hi))?;
+    let hi = t!(c, c.b.maximum(hi, zero))?;
+    let neg_lo = t!(c, c.b.maximum(neg_lo, zero))?;
+    let range = t!(c, c.b.add(hi, neg_lo))?;
+    // An all-zero x takes the range 1.
+    let one = t!(c, c.b.full_like(1.0, range))?;
+    let empty = t!(c, c.b.equal(range, zero))?;
+    let range = t!(c, c.b.select(empty, one, range))?;
+    let k = t!(c, c.b.full_like(255.0, range))?;
+    let scale = t!(c, c.b.div(range, k))?;
+    let z = t!(c, c.b.div(neg_lo, scale))?;
+    let z = t!(c, c.b.round(z))?;
+    let z = t!(c, c.b.clip(z, 0.0, 255.0))?;
+    let (sb, zb) = (c.expand_to(scale, &dims)?, c.expand_to(z, &dims)?);
+    let q = t!(c, c.b.div(x, sb))?;
+    let q = t!(c, c.b.round(q))?;
+    let q = t!(c, c.b.add(q, zb))?;
+    let q = t!(c, c.b.clip(q, 0.0, 255.0))?;
+    let y = t!(c, c.b.convert(q, DType::U8))?;
+    let zp = t!(c, c.b.convert(z, DType::U8))?;
+    Ok(vec![Value::Var(y), Value::Var(scale), Value::Var(zp)])
+}

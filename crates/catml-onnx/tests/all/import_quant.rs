@@ -260,6 +260,32 @@ fn qlinear_matmul_requantizes_the_integer_product() {
 }
 
 #[test]
+fn dynamic_quantize_spans_zero_and_the_extremes() {
+    let m = one_node(
+        "DynamicQuantizeLinear",
+        &[(elem::FLOAT, &[4])],
+        vec![],
+        1,
+        11,
+    );
+    let m = {
+        let mut m = m;
+        let g = m.graph.as_mut().unwrap();
+        g.node[0].output = vec!["y".into(), "s".into(), "z".into()];
+        g.output = ["y", "s", "z"]
+            .iter()
+            .map(|o| value_info(o, elem::FLOAT, &[]))
+            .collect();
+        m
+    };
+    // Range [-51, 204]: scale 1, zero point 51; 1.5 -> 2 (ties to even) + 51.
+    let out = run(&m, &[], vec![f(&[4], &[-51.0, 0.0, 1.5, 204.0])]);
+    assert_eq!(ints(&out[0]), [0, 51, 53, 255]);
+    assert_eq!(out[1].to_f64_vec(), [1.0]);
+    assert_eq!(ints(&out[2]), [51]);
+}
+
+#[test]
 fn reverse_sequence_reverses_each_prefix() {
     let m = one_node(
         "ReverseSequence",
