@@ -25,7 +25,7 @@ pub fn quant_range(code: i32) -> Option<(f64, f64)> {
     })
 }
 
-/// ONNX element types of quantized data that the tensor layer does not hold.
+/// ONNX element types of quantized data whose quantization is not mapped.
 fn unheld_name(code: i32) -> Option<&'static str> {
     Some(match code {
         17 => "float8e4m3fn",
@@ -46,7 +46,7 @@ fn unheld_name(code: i32) -> Option<&'static str> {
 fn unsupported_type(c: &Ctx, what: &str, code: i32) -> crate::OnnxError {
     match unheld_name(code) {
         Some(n) => c.unsupported(format!(
-            "{what} of element type {n}, which the CatML tensor layer does not hold"
+            "{what} of element type {n} (only uint8, int8, uint16 and int16 quantization is mapped)"
         )),
         None => c.err(format!(
             "{what} has element type {}, which is not a quantized type",
