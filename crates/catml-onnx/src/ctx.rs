@@ -28,6 +28,8 @@ pub struct Ctx<'a> {
     pub opset: i64,
     inputs: Vec<Option<Value>>,
     known: &'a HashMap<Var, Const>,
+    /// Each input's storage dtype before it was widened (`storage.rs`), where it had one.
+    storage: Vec<Option<DType>>,
 }
 
 pub type R<T> = Result<T, OnnxError>;
@@ -58,6 +60,21 @@ impl<'a> Ctx<'a> {
             opset,
             inputs,
             known,
+            storage: Vec::new(),
+        }
+    }
+
+    /// The same view, told which inputs were widened from which storage dtypes.
+    pub fn with_storage(mut self, storage: Vec<Option<DType>>) -> Ctx<'a> {
+        self.storage = storage;
+        self
+    }
+
+    /// The ONNX element type an input had in the model (a storage dtype before widening).
+    pub fn model_elem(&self, i: usize) -> R<i32> {
+        match self.storage.get(i).copied().flatten() {
+            Some(d) => Ok(code_of(d)),
+            None => Ok(self.elem_dims(i)?.0),
         }
     }
 

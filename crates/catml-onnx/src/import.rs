@@ -363,7 +363,7 @@ impl<'m> Importer<'m> {
             .flatten()
             .all(|v| matches!(v, Value::Const(_)));
         let outs = if all_const && !ops::is_random(&node.op_type) {
-            self.fold(index, node, op, &inputs)?
+            self.fold(index, node, op, &inputs, &storage)?
         } else {
             // Nodes reading an initializer carry its tag (the name before the first `.`), so
             // the parameter is counted and updated under it.
@@ -373,7 +373,8 @@ impl<'m> Importer<'m> {
                 .filter(|n| self.is_initializer_name(n))
                 .find_map(|n| n.split_once('.').map(|(t, _)| t.to_string()));
             let old_tag = self.b.set_tag(tag);
-            let mut ctx = Ctx::new(&mut self.b, node, index, self.opset, inputs, &self.known);
+            let mut ctx = Ctx::new(&mut self.b, node, index, self.opset, inputs, &self.known)
+                .with_storage(storage.clone());
             let prefix = node.output.first().cloned().unwrap_or_default();
             let old = ctx
                 .b
@@ -428,6 +429,7 @@ impl<'m> Importer<'m> {
         node: &crate::proto::NodeProto,
         op: ops::OpFn,
         inputs: &[Option<Value>],
+        storage: &[Option<DType>],
     ) -> Result<Vec<Value>, OnnxError> {
         let consts: Vec<Option<Arc<Const>>> = inputs
             .iter()
@@ -448,7 +450,8 @@ impl<'m> Importer<'m> {
             self.opset,
             inputs.to_vec(),
             &no_known,
-        );
+        )
+        .with_storage(storage.to_vec());
         let outs = op(&mut ctx)?;
         let err = |m: String| OnnxError::Node {
             index,

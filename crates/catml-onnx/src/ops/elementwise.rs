@@ -460,28 +460,7 @@ fn clip_inputs(c: &mut Ctx, x: Var) -> R<Vec<Value>> {
     Ok(vec![Value::Var(y)])
 }
 
-/// Identity, and Dropout at inference (the output is the input).
+/// Identity: the output is the input.
 pub fn identity(c: &mut Ctx) -> R<Vec<Value>> {
-    if c.node.op_type == "Dropout" {
-        if c.has(2) {
-            let t = c.need_known(2, "training_mode")?;
-            if t.as_i64s().first().copied().unwrap_or(0) != 0 {
-                return Err(c.unsupported("training_mode = true"));
-            }
-        }
-        if c.node.output.len() > 1 && !c.node.output[1].is_empty() {
-            // At inference nothing is dropped: the mask is all true.
-            let dims = c.dims(0)?;
-            let mask = crate::konst::Const::ints(
-                crate::konst::elem::BOOL,
-                dims.clone(),
-                vec![1; dims.iter().product()],
-            );
-            return Ok(vec![
-                c.value(0)?.clone(),
-                Value::Const(std::sync::Arc::new(mask)),
-            ]);
-        }
-    }
     Ok(vec![c.value(0)?.clone()])
 }

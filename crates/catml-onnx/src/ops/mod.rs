@@ -4,11 +4,13 @@
 mod affine_grid;
 mod arg;
 mod attention;
+mod bitwise;
 mod center_crop_pad;
 mod col2im;
 mod compress;
 mod conv_transpose;
 mod dft;
+mod dropout;
 mod einsum;
 mod elementwise;
 mod index_gather;
@@ -20,6 +22,8 @@ mod mvn;
 mod nn;
 mod norm_stats;
 pub(crate) mod output_types;
+mod quant;
+mod rearrange;
 mod recurrent;
 mod reduce;
 mod rotary;
@@ -52,7 +56,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("PRelu", elementwise::prelu),
     ("Clip", elementwise::clip),
     ("Identity", elementwise::identity),
-    ("Dropout", elementwise::identity),
+    ("Dropout", dropout::dropout),
     ("Relu", elementwise::unary),
     ("Sigmoid", elementwise::unary),
     ("Tanh", elementwise::unary),
@@ -189,6 +193,16 @@ const TABLE: &[(&str, OpFn)] = &[
         "MeanVarianceNormalization",
         mvn::mean_variance_normalization,
     ),
+    ("BitShift", bitwise::bit_shift),
+    ("BitwiseAnd", bitwise::bitwise),
+    ("BitwiseOr", bitwise::bitwise),
+    ("BitwiseXor", bitwise::bitwise),
+    ("BitwiseNot", bitwise::bitwise_not),
+    ("QuantizeLinear", quant::quantize_linear),
+    ("DequantizeLinear", quant::dequantize_linear),
+    ("QLinearMatMul", quant::qlinear_matmul),
+    ("DynamicQuantizeLinear", quant::dynamic_quantize_linear),
+    ("TensorScatter", rearrange::tensor_scatter),
 ];
 
 /// Operators whose outputs are random: never folded.

@@ -7,5 +7,6 @@ mod hostile;
 mod import;
 mod import_families;
 mod import_ops;
+mod import_quant;
 mod import_recurrent;
 mod storage_dtypes;
