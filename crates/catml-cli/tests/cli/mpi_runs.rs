@@ -101,6 +101,7 @@ fn bits(t: &Tensor) -> Vec<u64> {
         Tensor::F64(a) => a.data().iter().map(|x| x.to_bits()).collect(),
         Tensor::I64(a) => a.data().iter().map(|&x| x as u64).collect(),
         Tensor::Bool(a) => a.data().iter().map(|&x| x as u64).collect(),
+        Tensor::Stored(s) => s.to_le_bytes().into_iter().map(u64::from).collect(),
     }
 }
 
