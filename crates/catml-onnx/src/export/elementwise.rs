@@ -7,6 +7,7 @@ use catml_core::tensor::DType;
 use super::families::MapFn;
 use super::graph::{Mapped, Site};
 use super::proto_build::{attribute, Attr};
+use super::special::one_plus_erf_graph;
 use super::ExportError;
 
 type R = Result<Mapped, ExportError>;
@@ -27,8 +28,6 @@ pub(crate) const SAME: &[(&str, &str)] = &[
     (names::SQRT, "Sqrt"),
     (names::ABS, "Abs"),
     (names::SIGN, "Sign"),
-    (names::ATAN, "Atan"),
-    (names::ERF, "Erf"),
     (names::FLOOR, "Floor"),
     (names::CEIL, "Ceil"),
     (names::ROUND, "Round"),
@@ -89,7 +88,7 @@ fn square(s: &mut Site) -> R {
 
 /// `f` applied in f64 to an f32 operand and rounded once, as the kernel does (for
 /// compositions whose f32 rounding would exceed the primitive's budget); f64 operands directly.
-fn in_f64(s: &mut Site, f: impl FnOnce(&mut Site, &str, DType) -> String) -> R {
+pub(super) fn in_f64(s: &mut Site, f: impl FnOnce(&mut Site, &str, DType) -> String) -> R {
     let x = s.x[0].clone();
     if s.dtype() != DType::F32 {
         let y = f(s, &x, s.dtype());
@@ -181,35 +180,31 @@ fn elu(s: &mut Site) -> R {
     })
 }
 
-/// Gelu is an operator from opset 20: f32 operands go through onnxruntime's double Gelu and
-/// are rounded once (its float Gelu exceeds the kernel's budget; its double one is not accurate
-/// to f64, so f64 operands are composed). Otherwise the tanh form goes through the row's
-/// lowering and the erf form is written as x (1 + erf(x / √2)) / 2.
+/// The erf form x (1 + erf(x / √2)) / 2 is composed in f64 (`special`), with 1 + erf taken
+/// as erfc for negative x. The tanh form of f32 operands goes through Gelu (an operator from
+/// opset 20) in f64 and is rounded once (the float Gelu exceeds the kernel's budget);
+/// otherwise it is the row's lowering.
 fn gelu(s: &mut Site) -> R {
-    let x = s.x[0].clone();
-    let tanh = s.attr_bool("approximate");
-    if s.g.opset >= 20 && s.dtype() == DType::F32 {
-        let approx = if tanh { "tanh" } else { "none" };
-        return in_f64(s, |s, x, _| {
-            s.tmp(
-                "Gelu",
-                &[x],
-                vec![attribute("approximate", Attr::Str(approx))],
-            )
-        });
-    }
-    if tanh {
+    if s.attr_bool("approximate") {
+        if s.g.opset >= 20 && s.dtype() == DType::F32 {
+            return in_f64(s, |s, x, _| {
+                s.tmp(
+                    "Gelu",
+                    &[x],
+                    vec![attribute("approximate", Attr::Str("tanh"))],
+                )
+            });
+        }
         return Ok(Mapped::Lower);
     }
-    let d = s.dtype();
-    let r = s.const_scalar(std::f64::consts::FRAC_1_SQRT_2, d);
-    let one = s.const_scalar(1.0, d);
-    let half = s.const_scalar(0.5, d);
-    let z = s.tmp("Mul", &[&x, &r], vec![]);
-    let e = s.tmp("Erf", &[&z], vec![]);
-    let p = s.tmp("Add", &[&one, &e], vec![]);
-    let h = s.tmp("Mul", &[&x, &half], vec![]);
-    Ok(s.emit("Mul", &[&h, &p], vec![]))
+    in_f64(s, |s, x, d| {
+        let r = s.const_scalar(std::f64::consts::FRAC_1_SQRT_2, d);
+        let half = s.const_scalar(0.5, d);
+        let z = s.tmp("Mul", &[x, &r], vec![]);
+        let p = one_plus_erf_graph(s, &z, d);
+        let h = s.tmp("Mul", &[x, &half], vec![]);
+        s.tmp("Mul", &[&h, &p], vec![])
+    })
 }
 
 fn clip(s: &mut Site) -> R {

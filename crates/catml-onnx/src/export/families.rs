@@ -9,6 +9,7 @@ pub(crate) type MapFn = fn(&mut Site) -> Result<Mapped, ExportError>;
 
 const FAMILIES: &[&[(&str, MapFn)]] = &[
     super::elementwise::OPS,
+    super::special::OPS,
     super::structural::OPS,
     super::linalg::OPS,
     super::reduce::OPS,

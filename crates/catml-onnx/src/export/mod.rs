@@ -32,6 +32,7 @@ mod linalg;
 mod nn;
 mod proto_build;
 mod reduce;
+mod special;
 mod structural;
 mod write;
 

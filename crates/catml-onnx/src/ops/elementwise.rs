@@ -163,7 +163,8 @@ fn pow_general(c: &mut Ctx, x: Var, y: Var) -> R<Var> {
 
 /// Mod: integer operands fold at import (`fold`). Floats: a - r(a / b) b, with r rounding
 /// toward zero for `fmod = 1` (C fmod, the dividend's sign) and down for `fmod = 0` (the
-/// divisor's sign).
+/// divisor's sign). A zero divisor gives NaN; an infinite one gives a, or for `fmod = 0` with
+/// a nonzero a of the other sign, b itself (a + b).
 pub fn modulo(c: &mut Ctx) -> R<Vec<Value>> {
     if !c.dtype(0)?.is_float() {
         return Err(
@@ -172,18 +173,44 @@ pub fn modulo(c: &mut Ctx) -> R<Vec<Value>> {
     }
     let fmod = c.int("fmod", 0)? == 1;
     let (a, b) = operands2(c, 0, 1)?;
-    let q = t!(c, c.b.div(a, b))?;
+    let full =
+        |c: &mut Ctx, v: f64, like: Var| c.b.full_like(v, like).map_err(|er| c.err(er.to_string()));
+    let zero = full(c, 0.0, b)?;
+    let one = full(c, 1.0, b)?;
+    let inf = full(c, f64::INFINITY, b)?;
+    let b_zero = t!(c, c.b.equal(b, zero))?;
+    let b_abs = t!(c, c.b.abs(b))?;
+    let b_inf = t!(c, c.b.equal(b_abs, inf))?;
+    // The divisor the finite formula sees: 1 where b is 0 or infinite (those are chosen below).
+    let special = t!(c, c.b.logical_or(b_zero, b_inf))?;
+    let bs = t!(c, c.b.select(special, one, b))?;
+    let q = t!(c, c.b.div(a, bs))?;
     let fl = t!(c, c.b.floor(q))?;
     let r = if fmod {
-        let zero = c.b.full_like(0.0, q).map_err(|er| c.err(er.to_string()))?;
-        let nonneg = t!(c, c.b.greater_equal(q, zero))?;
+        let zero_q = full(c, 0.0, q)?;
+        let nonneg = t!(c, c.b.greater_equal(q, zero_q))?;
         let ce = t!(c, c.b.ceil(q))?;
         t!(c, c.b.select(nonneg, fl, ce))?
     } else {
         fl
     };
-    let rb = t!(c, c.b.mul(r, b))?;
-    Ok(vec![Value::Var(t!(c, c.b.sub(a, rb))?)])
+    let rb = t!(c, c.b.mul(r, bs))?;
+    let finite = t!(c, c.b.sub(a, rb))?;
+    let at_inf = if fmod {
+        a
+    } else {
+        let zero_a = full(c, 0.0, a)?;
+        let a_neg = t!(c, c.b.less(a, zero_a))?;
+        let b_neg = t!(c, c.b.less(b, zero))?;
+        let differ = t!(c, c.b.logical_xor(a_neg, b_neg))?;
+        let a_zero = t!(c, c.b.equal(a, zero_a))?;
+        let a_nonzero = t!(c, c.b.logical_not(a_zero))?;
+        let flip = t!(c, c.b.logical_and(differ, a_nonzero))?;
+        t!(c, c.b.select(flip, b, a))?
+    };
+    let nan = full(c, f64::NAN, a)?;
+    let y = t!(c, c.b.select(b_inf, at_inf, finite))?;
+    Ok(vec![Value::Var(t!(c, c.b.select(b_zero, nan, y))?)])
 }
 
 /// PRelu: relu(x) - slope · relu(-x), slope broadcast to x.

@@ -3,6 +3,7 @@
 mod common;
 mod export_errors;
 mod export_roundtrip;
+mod export_special;
 mod hostile;
 mod import;
 mod import_families;

@@ -71,6 +71,14 @@ impl Arrow {
         }
         for i in program.param_indices() {
             let decl = &program.inputs()[i];
+            // Training steps f32 and f64 values; f16, bf16 and the 8-bit floats are storage.
+            if decl.ty.dtype.is_floating_point() && !decl.ty.dtype.is_float() {
+                return Err(DiagramError::ParamDType {
+                    arrow: name.to_string(),
+                    name: decl.name.clone(),
+                    dtype: decl.ty.dtype,
+                });
+            }
             match params.get(&decl.name) {
                 None => {
                     return Err(DiagramError::MissingParam {

@@ -83,6 +83,12 @@ pub enum DiagramError {
     },
     #[error("arrow \"{arrow}\": parameter `{name}` has no value")]
     MissingParam { arrow: String, name: String },
+    #[error("arrow \"{arrow}\": parameter `{name}` has the storage dtype {dtype}; training updates f32 and f64 parameters (convert it first)")]
+    ParamDType {
+        arrow: String,
+        name: String,
+        dtype: DType,
+    },
     #[error("arrow \"{arrow}\": value `{name}` is not a parameter of the program")]
     ExtraParam { arrow: String, name: String },
     #[error(

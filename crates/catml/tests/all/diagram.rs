@@ -6,7 +6,7 @@ use catml::diagram::{
 };
 use catml::ir::{Builder, InputKind};
 use catml::prim::Ops;
-use catml::tensor::{DType, Params, Tensor, TensorType};
+use catml::tensor::{DType, Params, Shape, Tensor, TensorType};
 
 const B: usize = 3;
 
@@ -689,6 +689,26 @@ fn arrows_check_their_programs_and_parameters() {
             .unwrap_err()
             .to_string(),
         "arrow \"a\": value `x` is not a parameter of the program"
+    );
+    // A half-precision parameter (an imported model's, say) is storage, not trained.
+    let mut b = Builder::new();
+    let x = b.input("x", ty(&[B, 2]), InputKind::Data).unwrap();
+    let h = b
+        .input("h", TensorType::new(DType::F16, vec![2]), InputKind::Param)
+        .unwrap();
+    let h64 = b.convert(h, DType::F64).unwrap();
+    let h64 = b.broadcast_rows(h64, B).unwrap();
+    let y = b.add(x, h64).unwrap();
+    let p = b.finish(&[y]).unwrap();
+    let mut params = Params::new();
+    let half = Tensor::from_f64s(DType::F16, Shape::new(vec![2]), vec![1.0, 2.0]).unwrap();
+    params.insert("h", half);
+    assert_eq!(
+        Arrow::new("a", "E", "E", p, params)
+            .unwrap_err()
+            .to_string(),
+        "arrow \"a\": parameter `h` has the storage dtype f16; training updates f32 and f64 \
+         parameters (convert it first)"
     );
 }
 
