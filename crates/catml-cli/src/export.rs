@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use catml::tensor::Params;
-use serde_json::json;
+use catml_onnx::Exported;
+use serde_json::{json, Map, Value};
 
 use crate::commands::module_params;
 use crate::io::{given_shapes, is_onnx, read_module, read_onnx};
@@ -38,7 +39,7 @@ pub fn run(
         catml_onnx::export(&p, &values, &opts)
     }
     .map_err(|e| format!("{}: {e}", module.display()))?;
-    catml_onnx::write_model(&exported.model, out).map_err(|e| e.to_string())?;
+    let mut report = write(&exported, out, opset)?;
     let g = exported
         .model
         .graph
@@ -51,19 +52,31 @@ pub fn run(
         .map(|&i| p.inputs()[i].name.as_str())
         .filter(|n| !initialized.contains(n))
         .collect();
-    Ok(render(
-        &json!({
-            "written": out.display().to_string(),
-            "opset": opset,
-            "nodes": g.node.len(),
-            "inputs": g.input.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
-            "outputs": g.output.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(),
-            "initializers": initialized,
-            "parameters_without_values": missing,
-            "lowered": exported.lowered,
-        }),
-        true,
-    ))
+    report.insert("initializers".into(), json!(initialized));
+    report.insert("parameters_without_values".into(), json!(missing));
+    Ok(render(&Value::Object(report), true))
+}
+
+/// Writes the model and describes it: the file, opset, node count, graph inputs and outputs,
+/// and the primitives written as their lowerings.
+fn write(exported: &Exported, out: &Path, opset: i64) -> Result<Map<String, Value>, String> {
+    catml_onnx::write_model(&exported.model, out).map_err(|e| e.to_string())?;
+    let g = exported
+        .model
+        .graph
+        .as_ref()
+        .expect("export writes a graph");
+    let names = |v: &[catml_onnx::proto::ValueInfoProto]| -> Vec<String> {
+        v.iter().map(|i| i.name.clone()).collect()
+    };
+    let mut report = Map::new();
+    report.insert("written".into(), json!(out.display().to_string()));
+    report.insert("opset".into(), json!(opset));
+    report.insert("nodes".into(), json!(g.node.len()));
+    report.insert("inputs".into(), json!(names(&g.input)));
+    report.insert("outputs".into(), json!(names(&g.output)));
+    report.insert("lowered".into(), json!(exported.lowered));
+    Ok(report)
 }
 
 /// `catml export SPEC.toml --train-step OUT.onnx`: the spec's whole training step as one
@@ -73,23 +86,9 @@ pub fn train_step(spec: &Path, out: &Path, opset: i64) -> Result<String, String>
     let opts = catml_onnx::ExportOptions { opset };
     let exported = catml_onnx::export(step.program(), &start, &opts)
         .map_err(|e| format!("{}: training step: {e}", spec.display()))?;
-    catml_onnx::write_model(&exported.model, out).map_err(|e| e.to_string())?;
-    let g = exported
-        .model
-        .graph
-        .as_ref()
-        .expect("export writes a graph");
-    Ok(render(
-        &json!({
-            "written": out.display().to_string(),
-            "opset": opset,
-            "nodes": g.node.len(),
-            "parameters": step.param_names(),
-            "state": step.buffer_names().chain(["step"]).collect::<Vec<_>>(),
-            "inputs": g.input.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
-            "outputs": g.output.iter().map(|o| o.name.as_str()).collect::<Vec<_>>(),
-            "lowered": exported.lowered,
-        }),
-        true,
-    ))
+    let mut report = write(&exported, out, opset)?;
+    report.insert("parameters".into(), json!(step.param_names()));
+    let state: Vec<&str> = step.buffer_names().chain(["step"]).collect();
+    report.insert("state".into(), json!(state));
+    Ok(render(&Value::Object(report), true))
 }
