@@ -15,17 +15,24 @@ fn axes_input_since(op: &str) -> i64 {
     }
 }
 
+/// `dims` after reducing `axes`: those kept as size 1 (`keep`) or dropped.
+fn reduced_dims(dims: &[usize], axes: &[usize], keep: bool) -> Vec<usize> {
+    dims.iter()
+        .enumerate()
+        .filter_map(|(k, &d)| match (axes.contains(&k), keep) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
+}
+
 /// Sum over `axes`, with the reduced axes kept as size 1 when `keep`.
 pub fn sum_keep(c: &mut Ctx, x: Var, axes: &[usize], keep: bool) -> R<Var> {
     let dims = c.ty(x).dims().to_vec();
     let s = t!(c, c.b.sum(x, Some(axes.to_vec())))?;
     if keep {
-        let kd: Vec<usize> = dims
-            .iter()
-            .enumerate()
-            .map(|(k, &d)| if axes.contains(&k) { 1 } else { d })
-            .collect();
-        return reshape_to(c, s, kd);
+        return reshape_to(c, s, reduced_dims(&dims, axes, true));
     }
     Ok(s)
 }
@@ -34,12 +41,7 @@ fn max_keep(c: &mut Ctx, x: Var, axes: &[usize], keep: bool) -> R<Var> {
     let dims = c.ty(x).dims().to_vec();
     let s = t!(c, c.b.reduce_max(x, Some(axes.to_vec())))?;
     if keep {
-        let kd: Vec<usize> = dims
-            .iter()
-            .enumerate()
-            .map(|(k, &d)| if axes.contains(&k) { 1 } else { d })
-            .collect();
-        return reshape_to(c, s, kd);
+        return reshape_to(c, s, reduced_dims(&dims, axes, true));
     }
     Ok(s)
 }
@@ -119,13 +121,7 @@ pub fn reduce(c: &mut Ctx) -> R<Vec<Value>> {
             if keep {
                 y
             } else {
-                let kd: Vec<usize> = dims
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, _)| !axes.contains(k))
-                    .map(|(_, &d)| d)
-                    .collect();
-                reshape_to(c, y, kd)?
+                reshape_to(c, y, reduced_dims(&dims, &axes, false))?
             }
         }
         "ReduceProd" => {
@@ -145,13 +141,7 @@ pub fn reduce(c: &mut Ctx) -> R<Vec<Value>> {
             if keep {
                 p
             } else {
-                let kd: Vec<usize> = dims
-                    .iter()
-                    .enumerate()
-                    .filter(|(k, _)| !axes.contains(k))
-                    .map(|(_, &d)| d)
-                    .collect();
-                reshape_to(c, p, kd)?
+                reshape_to(c, p, reduced_dims(&dims, &axes, false))?
             }
         }
         other => return Err(c.unsupported(format!("reduction {other}"))),

@@ -219,18 +219,21 @@ impl Trainer {
         order.shuffle(&mut rng);
         order
             .chunks(self.compiled.batch())
-            .map(|rows| {
-                make_batch(
-                    &self.diagram,
-                    &self.needs,
-                    &self.train,
-                    rows,
-                    self.compiled.batch(),
-                    self.compiled.dtype(),
-                    Norm::PerBatch,
-                )
-            })
+            .map(|rows| self.batch(rows))
             .collect()
+    }
+
+    /// The training rows `rows` as one whole batch.
+    fn batch(&self, rows: &[usize]) -> Batch {
+        make_batch(
+            &self.diagram,
+            &self.needs,
+            &self.train,
+            rows,
+            self.compiled.batch(),
+            self.compiled.dtype(),
+            Norm::PerBatch,
+        )
     }
 
     /// Loss, terms, defects and accuracies on `data` with the current parameters.
@@ -363,15 +366,7 @@ impl Trainer {
     /// combined with the other ranks').
     fn batch_gradients(&mut self, rows: &[usize]) -> Result<(Losses, Params), TrainError> {
         let Some(sharded) = &self.sharded else {
-            let b = make_batch(
-                &self.diagram,
-                &self.needs,
-                &self.train,
-                rows,
-                self.compiled.batch(),
-                self.compiled.dtype(),
-                Norm::PerBatch,
-            );
+            let b = self.batch(rows);
             return Ok(self.compiled.gradients(&self.params, &b)?);
         };
         let (rank, ranks) = match &self.distributed {
