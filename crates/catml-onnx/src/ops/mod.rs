@@ -13,6 +13,7 @@ mod dft;
 mod dropout;
 mod einsum;
 mod elementwise;
+mod grid_sample;
 mod index_gather;
 mod linmap;
 mod logic;
@@ -189,6 +190,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("SwiGLU", swiglu::swiglu),
     ("LRN", lrn::lrn),
     ("TopK", topk::topk),
+    ("GridSample", grid_sample::grid_sample),
     (
         "MeanVarianceNormalization",
         mvn::mean_variance_normalization,

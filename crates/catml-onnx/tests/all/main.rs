@@ -7,6 +7,7 @@ mod export_special;
 mod hostile;
 mod import;
 mod import_families;
+mod import_gridsample;
 mod import_ops;
 mod import_quant;
 mod import_recurrent;
