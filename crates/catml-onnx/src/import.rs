@@ -441,6 +441,24 @@ impl<'m> Importer<'m> {
         if let Some(r) = crate::fold::fold(index, node, self.opset, &consts) {
             return r.map(|cs| cs.into_iter().map(|c| Value::Const(Arc::new(c))).collect());
         }
+        // Integer data of exact data-movement mappings computes in f64 (`ops/int_data.rs`).
+        if let Some(floats) = ops::int_data::as_floats(index, node, inputs) {
+            let floats = floats?;
+            let outs = self.fold_program(index, node, op, &floats, storage)?;
+            return ops::int_data::back(index, node, &floats, inputs, outs);
+        }
+        self.fold_program(index, node, op, inputs, storage)
+    }
+
+    /// Runs the mapping on known values as a small program evaluated now.
+    fn fold_program(
+        &mut self,
+        index: usize,
+        node: &crate::proto::NodeProto,
+        op: ops::OpFn,
+        inputs: &[Option<Value>],
+        storage: &[Option<DType>],
+    ) -> Result<Vec<Value>, OnnxError> {
         let mut scratch = Builder::new();
         let no_known = HashMap::new();
         let mut ctx = Ctx::new(

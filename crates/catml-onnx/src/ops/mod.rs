@@ -15,6 +15,7 @@ mod einsum;
 mod elementwise;
 mod grid_sample;
 mod index_gather;
+pub(crate) mod int_data;
 mod linmap;
 mod logic;
 mod loss;

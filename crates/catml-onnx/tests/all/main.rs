@@ -8,6 +8,7 @@ mod hostile;
 mod import;
 mod import_families;
 mod import_gridsample;
+mod import_int_data;
 mod import_ops;
 mod import_quant;
 mod import_recurrent;
