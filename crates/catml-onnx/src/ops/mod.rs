@@ -20,6 +20,7 @@ mod linmap;
 mod logic;
 mod loss;
 mod lrn;
+mod ml;
 mod mvn;
 mod nn;
 mod norm_stats;
@@ -33,9 +34,11 @@ mod scatter;
 mod shape;
 mod swiglu;
 mod topk;
+mod training;
 mod window;
 
 use crate::ctx::{Ctx, Value, R};
+use crate::domains::{self, Opsets};
 use crate::proto::NodeProto;
 use crate::OnnxError;
 
@@ -213,16 +216,35 @@ pub fn is_random(op: &str) -> bool {
     op.starts_with("Random") || op == "Bernoulli"
 }
 
-/// The mapping of a node's operator, or an unsupported-operator error naming the node.
-pub fn lookup(index: usize, node: &NodeProto, opset: i64) -> Result<OpFn, OnnxError> {
+/// The mapping of a node's operator and the version of its domain the model imports, or an
+/// unsupported-operator error naming the node.
+pub fn lookup(index: usize, node: &NodeProto, opsets: &Opsets) -> Result<(OpFn, i64), OnnxError> {
     let unsupported = |what: String| OnnxError::Unsupported {
         index,
         name: node.name.clone(),
         op: node.op_type.clone(),
         what,
     };
-    if !(node.domain.is_empty() || node.domain == "ai.onnx") {
-        return Err(unsupported(format!("operator domain `{}`", node.domain)));
+    let default = node.domain.is_empty() || node.domain == "ai.onnx";
+    let table: &[(&str, OpFn)] = match node.domain.as_str() {
+        _ if default => TABLE,
+        domains::TRAINING => training::TABLE,
+        domains::ML => ml::TABLE,
+        other => return Err(unsupported(format!("operator domain `{other}`"))),
+    };
+    let version = opsets.version(&node.domain).ok_or_else(|| {
+        unsupported(if default {
+            "no opset of the default domain (ai.onnx)".to_string()
+        } else {
+            format!("the model imports no opset of domain `{}`", node.domain)
+        })
+    })?;
+    if let Some((d, lo, hi)) = domains::KNOWN.iter().find(|(d, _, _)| *d == node.domain) {
+        if !(*lo..=*hi).contains(&version) {
+            return Err(unsupported(format!(
+                "{d} version {version} (supported: {lo} to {hi})"
+            )));
+        }
     }
     if node
         .attribute
@@ -231,15 +253,14 @@ pub fn lookup(index: usize, node: &NodeProto, opset: i64) -> Result<OpFn, OnnxEr
     {
         return Err(unsupported("nested subgraphs (If, Loop, Scan)".to_string()));
     }
-    let _ = opset;
-    TABLE
+    table
         .iter()
         .find(|(name, _)| *name == node.op_type)
-        .map(|(_, f)| *f)
+        .map(|(_, f)| (*f, version))
         .ok_or_else(|| unsupported("operator not implemented".to_string()))
 }
 
 /// The static part of `lookup` (for nodes `check` cannot import because an input is missing).
-pub fn check_known(index: usize, node: &NodeProto, opset: i64) -> Result<(), OnnxError> {
-    lookup(index, node, opset).map(|_| ())
+pub fn check_known(index: usize, node: &NodeProto, opsets: &Opsets) -> Result<(), OnnxError> {
+    lookup(index, node, opsets).map(|_| ())
 }

@@ -12,4 +12,5 @@ mod import_int_data;
 mod import_ops;
 mod import_quant;
 mod import_recurrent;
+mod import_training;
 mod storage_dtypes;
