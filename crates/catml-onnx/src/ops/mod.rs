@@ -25,6 +25,7 @@ mod mvn;
 mod nn;
 mod norm_stats;
 pub(crate) mod output_types;
+mod pool_nd;
 mod quant;
 mod rearrange;
 mod recurrent;

@@ -10,6 +10,7 @@ mod import_families;
 mod import_gridsample;
 mod import_int_data;
 mod import_ops;
+mod import_pool_nd;
 mod import_quant;
 mod import_recurrent;
 mod import_training;
