@@ -4,6 +4,7 @@
 mod affine_grid;
 mod arg;
 mod attention;
+mod bitcast;
 mod bitwise;
 mod center_crop_pad;
 mod col2im;
@@ -196,6 +197,7 @@ const TABLE: &[(&str, OpFn)] = &[
     ("LRN", lrn::lrn),
     ("TopK", topk::topk),
     ("GridSample", grid_sample::grid_sample),
+    ("BitCast", bitcast::bitcast),
     (
         "MeanVarianceNormalization",
         mvn::mean_variance_normalization,

@@ -6,6 +6,7 @@ mod export_roundtrip;
 mod export_special;
 mod hostile;
 mod import;
+mod import_bitcast;
 mod import_families;
 mod import_gridsample;
 mod import_int_data;
