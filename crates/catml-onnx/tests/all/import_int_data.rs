@@ -181,3 +181,36 @@ fn an_integer_base_to_a_float_exponent_truncates_to_the_base_type() {
     // √2 truncates to 1; 3² = 9; (-8)¹ = -8.
     assert_eq!(ints(&got[0]), [1, 9, -8]);
 }
+
+#[test]
+fn one_hot_of_indices_that_are_a_program_value_matches_by_value() {
+    // Index -1 wraps to 2; 2.5 and 7 match no position (as the reference compares numbers).
+    let mut n = node("OneHot", &["i", "depth", "values"], &["Y"]);
+    n.attribute = vec![int_attr("axis", 1)];
+    let mut m = model(
+        vec![n],
+        vec![value_info("i", 1, &[2, 2])],
+        vec![value_info("Y", 1, &[])],
+        vec![
+            floats("depth", &[], &[3.0]),
+            floats("values", &[2], &[0.0, 5.0]),
+        ],
+    );
+    m.opset_import[0].version = 11;
+    let im = import(&m, &Shapes::new(), None).unwrap();
+    let args: Vec<Tensor> = im
+        .program
+        .inputs()
+        .iter()
+        .map(|i| match im.params.get(&i.name) {
+            Some(t) => t.clone(),
+            None => Tensor::f32(vec![2, 2], vec![1.0, -1.0, 2.5, 7.0]).unwrap(),
+        })
+        .collect();
+    let got = eval(&im.program, &args).unwrap();
+    assert_eq!(got[0].dims(), &[2, 3, 2]);
+    assert_eq!(
+        got[0].to_f64_vec(),
+        [0.0, 0.0, 5.0, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    );
+}
