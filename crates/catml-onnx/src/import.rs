@@ -11,6 +11,7 @@ use catml_core::ir::{Builder, InputKind, Program, Var};
 use catml_core::tensor::{DType, Params, TensorType};
 
 use crate::ctx::{Ctx, Value};
+use crate::domains::Opsets;
 use crate::konst::{dtype_of, elem, Const};
 use crate::proto::{type_proto, GraphProto, ModelProto, ValueInfoProto};
 use crate::read::read_tensor;
@@ -103,7 +104,7 @@ pub fn unsupported_nodes(
     for (index, node) in graph.node.iter().enumerate() {
         let downstream = node.input.iter().any(|i| poisoned.contains(i.as_str()));
         let result = if downstream {
-            ops::check_known(index, node, imp.opset)
+            ops::check_known(index, node, &imp.opsets)
         } else {
             imp.node(index, node)
         };
@@ -125,7 +126,8 @@ struct Importer<'m> {
     values: HashMap<String, Value>,
     /// Known values of initializers that became parameters (for operands read statically).
     known: HashMap<Var, Const>,
-    opset: i64,
+    /// The opsets the model imports (default domain and others).
+    opsets: Opsets,
     params: Params,
     /// Graph inputs of dtypes the tensor layer does not hold (usable only when bound).
     unheld: Vec<(usize, String, i32)>,
@@ -172,7 +174,7 @@ impl<'m> Importer<'m> {
         bound: &Bound,
         dir: Option<&Path>,
     ) -> Result<Importer<'m>, OnnxError> {
-        let opset = opset_of(model)?;
+        let opsets = crate::domains::opsets_of(model)?;
         let graph: &GraphProto = model
             .graph
             .as_ref()
@@ -181,7 +183,7 @@ impl<'m> Importer<'m> {
             b: Builder::new(),
             values: HashMap::new(),
             known: HashMap::new(),
-            opset,
+            opsets,
             params: Params::new(),
             unheld: Vec::new(),
             widened: HashMap::new(),
@@ -329,7 +331,7 @@ impl<'m> Importer<'m> {
                 });
             }
         }
-        let op = ops::lookup(index, node, self.opset)?;
+        let (op, version) = ops::lookup(index, node, &self.opsets)?;
         // Float initializers are parameters: never folded away, so they get gradients.
         for (slot, name) in inputs.iter_mut().zip(&node.input) {
             if let Some(Value::Const(c)) = slot {
@@ -363,7 +365,7 @@ impl<'m> Importer<'m> {
             .flatten()
             .all(|v| matches!(v, Value::Const(_)));
         let outs = if all_const && !ops::is_random(&node.op_type) {
-            self.fold(index, node, op, &inputs, &storage)?
+            self.fold(index, node, op, version, &inputs, &storage)?
         } else {
             // Nodes reading an initializer carry its tag (the name before the first `.`), so
             // the parameter is counted and updated under it.
@@ -373,7 +375,7 @@ impl<'m> Importer<'m> {
                 .filter(|n| self.is_initializer_name(n))
                 .find_map(|n| n.split_once('.').map(|(t, _)| t.to_string()));
             let old_tag = self.b.set_tag(tag);
-            let mut ctx = Ctx::new(&mut self.b, node, index, self.opset, inputs, &self.known)
+            let mut ctx = Ctx::new(&mut self.b, node, index, version, inputs, &self.known)
                 .with_storage(storage.clone());
             let prefix = node.output.first().cloned().unwrap_or_default();
             let old = ctx
@@ -428,6 +430,7 @@ impl<'m> Importer<'m> {
         index: usize,
         node: &crate::proto::NodeProto,
         op: ops::OpFn,
+        opset: i64,
         inputs: &[Option<Value>],
         storage: &[Option<DType>],
     ) -> Result<Vec<Value>, OnnxError> {
@@ -438,20 +441,32 @@ impl<'m> Importer<'m> {
                 _ => None,
             })
             .collect();
-        if let Some(r) = crate::fold::fold(index, node, self.opset, &consts) {
+        if let Some(r) = crate::fold::fold(index, node, opset, &consts) {
             return r.map(|cs| cs.into_iter().map(|c| Value::Const(Arc::new(c))).collect());
         }
+        // Integer data of exact data-movement mappings computes in f64 (`ops/int_data.rs`).
+        if let Some(floats) = ops::int_data::as_floats(index, node, inputs) {
+            let floats = floats?;
+            let outs = self.fold_program(index, node, op, opset, &floats, storage)?;
+            return ops::int_data::back(index, node, &floats, inputs, outs);
+        }
+        self.fold_program(index, node, op, opset, inputs, storage)
+    }
+
+    /// Runs the mapping on known values as a small program evaluated now.
+    fn fold_program(
+        &mut self,
+        index: usize,
+        node: &crate::proto::NodeProto,
+        op: ops::OpFn,
+        opset: i64,
+        inputs: &[Option<Value>],
+        storage: &[Option<DType>],
+    ) -> Result<Vec<Value>, OnnxError> {
         let mut scratch = Builder::new();
         let no_known = HashMap::new();
-        let mut ctx = Ctx::new(
-            &mut scratch,
-            node,
-            index,
-            self.opset,
-            inputs.to_vec(),
-            &no_known,
-        )
-        .with_storage(storage.to_vec());
+        let mut ctx = Ctx::new(&mut scratch, node, index, opset, inputs.to_vec(), &no_known)
+            .with_storage(storage.to_vec());
         let outs = op(&mut ctx)?;
         let err = |m: String| OnnxError::Node {
             index,

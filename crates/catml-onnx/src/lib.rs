@@ -14,6 +14,7 @@
 
 #[macro_use]
 mod ctx;
+mod domains;
 mod error;
 mod export;
 mod fold;

@@ -86,6 +86,9 @@ pub fn variadic(c: &mut Ctx) -> R<Vec<Value>> {
 /// `powi(x, n)`; otherwise `pow` (defined for x > 0) where x > 0, and where x <= 0:
 /// 0^y = 0 or 1 for y > 0 or y = 0; (-a)^n = ±a^n for integer n (negative for odd n).
 pub fn pow(c: &mut Ctx) -> R<Vec<Value>> {
+    if let Some(base) = c.known(0).filter(|k| !k.is_float() && c.known(1).is_none()) {
+        return int_base_pow(c, &base);
+    }
     if let Some(k) = c.known(1) {
         let vals = k.as_f64s();
         let dims0 = c.dims(0)?;
@@ -125,6 +128,37 @@ pub fn pow(c: &mut Ctx) -> R<Vec<Value>> {
         .ok_or_else(|| c.err("shapes do not broadcast"))?;
     let (x, y) = (c.expand_to(x, &dims)?, c.expand_to(y, &dims)?);
     Ok(vec![Value::Var(pow_general(c, x, y)?)])
+}
+
+/// An integer base known at import to a float exponent (a program value): the power in f64,
+/// truncated toward zero to the base's integer type (as ONNX's reference casts it). Bases are
+/// exact in f64 up to 2^53; larger ones are refused.
+fn int_base_pow(c: &mut Ctx, base: &crate::konst::Const) -> R<Vec<Value>> {
+    let y = c.fvar(1)?;
+    let vals = base.as_i64s();
+    if let Some(v) = vals.iter().find(|v| v.unsigned_abs() > 1 << 53) {
+        return Err(c.unsupported(format!(
+            "integer base {v} beyond 2^53 (not exact in f64) with a float exponent"
+        )));
+    }
+    let x = c.constant_of(
+        catml_core::tensor::DType::F64,
+        &base.dims,
+        vals.iter().map(|&v| v as f64).collect(),
+    )?;
+    let y = if c.ty(y).dtype == catml_core::tensor::DType::F64 {
+        y
+    } else {
+        t!(c, c.b.convert(y, catml_core::tensor::DType::F64))?
+    };
+    let dims = broadcast_dims(c.ty(x).dims(), c.ty(y).dims())
+        .ok_or_else(|| c.err("shapes do not broadcast"))?;
+    let (x, y) = (c.expand_to(x, &dims)?, c.expand_to(y, &dims)?);
+    let p = pow_general(c, x, y)?;
+    Ok(vec![Value::Var(t!(
+        c,
+        c.b.convert(p, catml_core::tensor::DType::I64)
+    )?)])
 }
 
 /// The cases x <= 0 that have a finite result take |x| or 1 as `pow`'s base; the others

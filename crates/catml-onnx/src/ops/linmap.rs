@@ -393,7 +393,6 @@ pub fn cumprod(c: &mut Ctx) -> R<Vec<Value>> {
 /// OneHot(indices, depth, values): `values[1]` where the index along `axis` equals the
 /// (known) index, negative ones counting from `depth`, `values[0]` elsewhere.
 pub fn one_hot(c: &mut Ctx) -> R<Vec<Value>> {
-    let idx = c.need_known(0, "indices")?;
     let depth = c.need_known(1, "depth")?.as_f64s();
     let depth = *depth.first().ok_or_else(|| c.err("depth is empty"))? as i64;
     if depth < 1 {
@@ -404,6 +403,10 @@ pub fn one_hot(c: &mut Ctx) -> R<Vec<Value>> {
         return Err(c.err("values must have two entries (off, on)"));
     }
     let dt = c.ty(vals).dtype;
+    let Some(idx) = c.known(0) else {
+        let (m, dims) = one_hot_mask(c, depth as usize, dt)?;
+        return one_hot_values(c, vals, m, &dims);
+    };
     let r = idx.dims.len() + 1;
     let axis = c.axis(c.int("axis", -1)?, r)?;
     let mut dims = idx.dims.clone();
@@ -425,6 +428,41 @@ pub fn one_hot(c: &mut Ctx) -> R<Vec<Value>> {
         .collect();
     let m = Tensor::from_f64s(dt, dims.clone(), mask).map_err(|e| c.err(e.to_string()))?;
     let m = t!(c, c.b.constant(m))?;
+    one_hot_values(c, vals, m, &dims)
+}
+
+/// The one-hot mask of indices that are a program value: position k along the new axis is 1
+/// where the index (plus depth when negative) equals k, compared as numbers, so a fractional
+/// or out-of-range index matches nothing (as the reference). i64 indices compare in f64.
+fn one_hot_mask(c: &mut Ctx, depth: usize, dt: catml_core::tensor::DType) -> R<(Var, Vec<usize>)> {
+    use catml_core::tensor::DType;
+    let x = c.var(0)?;
+    let x = match c.ty(x).dtype {
+        d if d.is_float() => x,
+        DType::I64 => t!(c, c.b.convert(x, DType::F64))?,
+        d => return Err(c.unsupported(format!("indices of dtype {d}"))),
+    };
+    let xd = c.ty(x).dims().to_vec();
+    let axis = c.axis(c.int("axis", -1)?, xd.len() + 1)?;
+    let mut dims = xd.clone();
+    dims.insert(axis, depth);
+    let zero = t!(c, c.b.full_like(0.0, x))?;
+    let neg = t!(c, c.b.less(x, zero))?;
+    let d = t!(c, c.b.full_like(depth as f64, x))?;
+    let wrapped = t!(c, c.b.add(x, d))?;
+    let w = t!(c, c.b.select(neg, wrapped, x))?;
+    let map: Vec<usize> = (0..dims.len()).filter(|&a| a != axis).collect();
+    let wb = t!(c, c.b.broadcast(w, dims.clone(), map))?;
+    let xt = c.ty(x).dtype;
+    let ks = c.constant_of(xt, &[depth], (0..depth).map(|k| k as f64).collect())?;
+    let kb = t!(c, c.b.broadcast(ks, dims.clone(), vec![axis]))?;
+    let eq = t!(c, c.b.equal(wb, kb))?;
+    Ok((t!(c, c.b.convert(eq, dt))?, dims))
+}
+
+/// off + (on - off) · mask, with (off, on) the two entries of `vals`.
+fn one_hot_values(c: &mut Ctx, vals: Var, m: Var, dims: &[usize]) -> R<Vec<Value>> {
+    let dims = dims.to_vec();
     // off + (on - off) · mask
     let flat = t!(c, c.b.reshape(vals, vec![2]))?;
     let off = t!(c, c.b.gather(flat, 0, vec![0]))?;

@@ -4,6 +4,7 @@
 mod affine_grid;
 mod arg;
 mod attention;
+mod bitcast;
 mod bitwise;
 mod center_crop_pad;
 mod col2im;
@@ -13,15 +14,19 @@ mod dft;
 mod dropout;
 mod einsum;
 mod elementwise;
+mod grid_sample;
 mod index_gather;
+pub(crate) mod int_data;
 mod linmap;
 mod logic;
 mod loss;
 mod lrn;
+mod ml;
 mod mvn;
 mod nn;
 mod norm_stats;
 pub(crate) mod output_types;
+mod pool_nd;
 mod quant;
 mod rearrange;
 mod recurrent;
@@ -31,9 +36,11 @@ mod scatter;
 mod shape;
 mod swiglu;
 mod topk;
+mod training;
 mod window;
 
 use crate::ctx::{Ctx, Value, R};
+use crate::domains::{self, Opsets};
 use crate::proto::NodeProto;
 use crate::OnnxError;
 
@@ -189,6 +196,8 @@ const TABLE: &[(&str, OpFn)] = &[
     ("SwiGLU", swiglu::swiglu),
     ("LRN", lrn::lrn),
     ("TopK", topk::topk),
+    ("GridSample", grid_sample::grid_sample),
+    ("BitCast", bitcast::bitcast),
     (
         "MeanVarianceNormalization",
         mvn::mean_variance_normalization,
@@ -210,16 +219,35 @@ pub fn is_random(op: &str) -> bool {
     op.starts_with("Random") || op == "Bernoulli"
 }
 
-/// The mapping of a node's operator, or an unsupported-operator error naming the node.
-pub fn lookup(index: usize, node: &NodeProto, opset: i64) -> Result<OpFn, OnnxError> {
+/// The mapping of a node's operator and the version of its domain the model imports, or an
+/// unsupported-operator error naming the node.
+pub fn lookup(index: usize, node: &NodeProto, opsets: &Opsets) -> Result<(OpFn, i64), OnnxError> {
     let unsupported = |what: String| OnnxError::Unsupported {
         index,
         name: node.name.clone(),
         op: node.op_type.clone(),
         what,
     };
-    if !(node.domain.is_empty() || node.domain == "ai.onnx") {
-        return Err(unsupported(format!("operator domain `{}`", node.domain)));
+    let default = node.domain.is_empty() || node.domain == "ai.onnx";
+    let table: &[(&str, OpFn)] = match node.domain.as_str() {
+        _ if default => TABLE,
+        domains::TRAINING => training::TABLE,
+        domains::ML => ml::TABLE,
+        other => return Err(unsupported(format!("operator domain `{other}`"))),
+    };
+    let version = opsets.version(&node.domain).ok_or_else(|| {
+        unsupported(if default {
+            "no opset of the default domain (ai.onnx)".to_string()
+        } else {
+            format!("the model imports no opset of domain `{}`", node.domain)
+        })
+    })?;
+    if let Some((d, lo, hi)) = domains::KNOWN.iter().find(|(d, _, _)| *d == node.domain) {
+        if !(*lo..=*hi).contains(&version) {
+            return Err(unsupported(format!(
+                "{d} version {version} (supported: {lo} to {hi})"
+            )));
+        }
     }
     if node
         .attribute
@@ -228,15 +256,14 @@ pub fn lookup(index: usize, node: &NodeProto, opset: i64) -> Result<OpFn, OnnxEr
     {
         return Err(unsupported("nested subgraphs (If, Loop, Scan)".to_string()));
     }
-    let _ = opset;
-    TABLE
+    table
         .iter()
         .find(|(name, _)| *name == node.op_type)
-        .map(|(_, f)| *f)
+        .map(|(_, f)| (*f, version))
         .ok_or_else(|| unsupported("operator not implemented".to_string()))
 }
 
 /// The static part of `lookup` (for nodes `check` cannot import because an input is missing).
-pub fn check_known(index: usize, node: &NodeProto, opset: i64) -> Result<(), OnnxError> {
-    lookup(index, node, opset).map(|_| ())
+pub fn check_known(index: usize, node: &NodeProto, opsets: &Opsets) -> Result<(), OnnxError> {
+    lookup(index, node, opsets).map(|_| ())
 }

@@ -207,18 +207,24 @@ pub fn pool(c: &mut Ctx) -> R<Vec<Value>> {
     let x = c.fvar(0)?;
     let xd = c.ty(x).dims().to_vec();
     let n = xd.len().saturating_sub(2);
-    if !(1..=2).contains(&n) {
-        return Err(c.unsupported(format!("{n}-D pooling (CatML has 2-D)")));
+    if n == 0 {
+        return Err(c.err(format!("input of shape {xd:?} has no spatial axes")));
     }
     let kernel = ints_or(c, "kernel_shape", n, 0)?;
     if kernel.contains(&0) {
         return Err(c.err("attribute `kernel_shape` is required"));
     }
     let strides = ints_or(c, "strides", n, 1)?;
-    if ints_or(c, "dilations", n, 1)?.iter().any(|&d| d != 1) {
-        return Err(c.unsupported("dilations other than 1"));
-    }
+    let dil = ints_or(c, "dilations", n, 1)?;
     let ceil = c.int("ceil_mode", 0)? != 0;
+    if n > 2 || dil.iter().any(|&d| d != 1) {
+        // Three or more axes, or dilated windows: one gathering pass per axis.
+        let ext: Vec<usize> = (0..n).map(|i| (kernel[i] - 1) * dil[i] + 1).collect();
+        let pads = spatial_pads(c, &xd[2..], &ext, &strides, false)?;
+        let cpads = spatial_pads(c, &xd[2..], &ext, &strides, ceil)?;
+        let y = super::pool_nd::pool(c, x, &kernel, &strides, &dil, &pads, &cpads)?;
+        return out(y);
+    }
     let pads = spatial_pads(c, &xd[2..], &kernel, &strides, false)?;
     let cpads = spatial_pads(c, &xd[2..], &kernel, &strides, ceil)?;
     let (x2, k2, s2, p2, cp2) = if n == 1 {

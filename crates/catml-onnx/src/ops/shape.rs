@@ -548,11 +548,23 @@ pub fn depth_space(c: &mut Ctx) -> R<Vec<Value>> {
         let y = t!(c, c.b.permute(y, perm))?;
         reshape_to(c, y, vec![n, cc, h * bs, w * bs])?
     } else {
-        if c.string("mode", "DCR")? != "DCR" {
-            return Err(c.unsupported("SpaceToDepth mode other than DCR"));
+        // DCR puts the block offsets before the channels, CRD after them.
+        let perm = match c.string("mode", "DCR")?.as_str() {
+            "DCR" => vec![0, 3, 5, 1, 2, 4],
+            "CRD" => vec![0, 1, 3, 5, 2, 4],
+            other => {
+                return Err(c.err(format!(
+                    "attribute `mode` is \"{other}\"; expected DCR or CRD"
+                )))
+            }
+        };
+        if h % bs != 0 || w % bs != 0 {
+            return Err(c.err(format!(
+                "spatial dims {h}×{w} are not multiples of blocksize {bs}"
+            )));
         }
         let y = reshape_to(c, x, vec![n, ch, h / bs, bs, w / bs, bs])?;
-        let y = t!(c, c.b.permute(y, vec![0, 3, 5, 1, 2, 4]))?;
+        let y = t!(c, c.b.permute(y, perm))?;
         reshape_to(c, y, vec![n, ch * bs * bs, h / bs, w / bs])?
     };
     out(y)
