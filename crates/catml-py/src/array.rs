@@ -150,5 +150,11 @@ pub fn numpy_name(d: DType) -> &'static str {
         DType::F8E4M3FNUZ => "float8_e4m3fnuz",
         DType::F8E5M2 => "float8_e5m2",
         DType::F8E5M2FNUZ => "float8_e5m2fnuz",
+        DType::I4 => "int4",
+        DType::U4 => "uint4",
+        DType::I2 => "int2",
+        DType::U2 => "uint2",
+        DType::F4E2M1 => "float4_e2m1fn",
+        DType::F8E8M0 => "float8_e8m0fnu",
     }
 }

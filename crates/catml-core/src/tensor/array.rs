@@ -24,6 +24,12 @@ pub enum TensorError {
     InvalidShape(Shape),
     #[error("expected dtype {expected}, found {found}")]
     DType { expected: DType, found: DType },
+    #[error("element {index}: the byte {byte:#04x} is not a {dtype} value")]
+    Element {
+        index: usize,
+        byte: u8,
+        dtype: DType,
+    },
     #[error("item() needs a tensor of one element, this one has shape {0}")]
     NotOneElement(Shape),
 }
@@ -136,34 +142,10 @@ impl Tensor {
             DType::Bool => {
                 Tensor::Bool(Array::new(shape, data.iter().map(|&x| x != 0.0).collect())?)
             }
+            // Integers saturate here, as `as` does for i64 above.
             d => {
-                let shape = shape.into();
-                let n = shape
-                    .checked_numel()
-                    .ok_or_else(|| TensorError::InvalidShape(shape.clone()))?;
-                if n != data.len() {
-                    return Err(TensorError::Length {
-                        shape,
-                        expected: n,
-                        found: data.len(),
-                    });
-                }
-                // Integers from f64 saturate here, as `as` does for i64 above.
-                let data: Vec<f64> = if d.is_floating_point() {
-                    data
-                } else {
-                    let (lo, hi) = super::stored::int_range(d);
-                    data.iter()
-                        .map(|&x| x.trunc().clamp(lo as f64, hi as f64))
-                        .map(|x| if x.is_nan() { 0.0 } else { x })
-                        .collect()
-                };
-                Tensor::Stored(Stored::from_f64s(d, shape, &data).map_err(|_| {
-                    TensorError::DType {
-                        expected: d,
-                        found: DType::F64,
-                    }
-                })?)
+                let a = Array::new(shape, data)?;
+                Tensor::Stored(Stored::saturating(d, a.shape().clone(), a.data()))
             }
         })
     }
@@ -191,8 +173,7 @@ impl Tensor {
             DType::F64 => Tensor::F64(Array::full(ty.shape.clone(), value)),
             DType::I64 => Tensor::I64(Array::full(ty.shape.clone(), value as i64)),
             DType::Bool => Tensor::Bool(Array::full(ty.shape.clone(), value != 0.0)),
-            d => Tensor::from_f64s(d, ty.shape.clone(), vec![value; ty.shape.numel()])
-                .expect("a saturated value of a valid shape"),
+            d => Tensor::Stored(Stored::full(d, ty.shape.clone(), value)),
         }
     }
 

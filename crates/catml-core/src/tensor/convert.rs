@@ -102,7 +102,7 @@ fn largest_finite(d: DType) -> f64 {
         DType::F32 => f32::MAX.into(),
         DType::F16 => half::f16::MAX.to_f64(),
         DType::BF16 => half::bf16::MAX.to_f64(),
-        d => super::float8::Format::of(d).map_or(f64::MAX, |f| f.max()),
+        d => super::stored::Codec::of(d).map_or(f64::MAX, |c| c.max()),
     }
 }
 
@@ -166,5 +166,70 @@ mod tests {
         let nan = Tensor::f64([1], vec![f64::NAN]).unwrap();
         assert!(nan.convert(DType::I8).is_err());
         assert_eq!(nan.convert(DType::Bool).unwrap().to_f64_vec(), [1.0]);
+    }
+
+    #[test]
+    fn sub_byte_integers_wrap_from_integers_and_zero_what_floats_cannot_hold() {
+        let x = Tensor::i64([5], vec![-9, -8, 7, 8, 17]).unwrap();
+        // Modulo 16, two's complement: -9 is 7, 8 is -8, 17 is 1.
+        assert_eq!(
+            ints(&x.convert(DType::I4).unwrap()),
+            [7.0, -8.0, 7.0, -8.0, 1.0]
+        );
+        assert_eq!(
+            ints(&x.convert(DType::U4).unwrap()),
+            [7.0, 8.0, 7.0, 8.0, 1.0]
+        );
+        // Modulo 4: -9 is 3 (u2) and -1 (i2).
+        assert_eq!(
+            ints(&x.convert(DType::U2).unwrap()),
+            [3.0, 0.0, 3.0, 0.0, 1.0]
+        );
+        assert_eq!(
+            ints(&x.convert(DType::I2).unwrap()),
+            [-1.0, 0.0, -1.0, 0.0, 1.0]
+        );
+        // Floats truncate toward zero; NaN, infinities and truncations out of range are 0.
+        let f = Tensor::f64(
+            [7],
+            vec![-8.9, 7.9, 8.0, -9.0, f64::NAN, f64::INFINITY, -2.5],
+        )
+        .unwrap();
+        assert_eq!(
+            ints(&f.convert(DType::I4).unwrap()),
+            [-8.0, 7.0, 0.0, 0.0, 0.0, 0.0, -2.0]
+        );
+        assert_eq!(
+            ints(&f.convert(DType::U4).unwrap()),
+            [0.0, 7.0, 8.0, 0.0, 0.0, 0.0, 0.0]
+        );
+        assert_eq!(
+            ints(&f.convert(DType::I2).unwrap()),
+            [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -2.0]
+        );
+        // Back to i64 exactly; saturating construction clamps instead.
+        let u = Tensor::from_f64s(DType::U2, [2], vec![-5.0, 9.0]).unwrap();
+        assert_eq!(ints(&u), [0.0, 3.0]);
+        let b = Tensor::bool([2], vec![true, false]).unwrap();
+        assert_eq!(ints(&b.convert(DType::I2).unwrap()), [1.0, 0.0]);
+    }
+
+    #[test]
+    fn small_floats_round_saturate_and_keep_nan_as_their_formats_allow() {
+        let x = Tensor::f32(
+            [6],
+            vec![0.48, 1.05, -3.5, 9.0, f32::NAN, f32::NEG_INFINITY],
+        )
+        .unwrap();
+        let e = x.convert(DType::F4E2M1).unwrap();
+        assert_eq!(e.to_f64_vec(), [0.5, 1.0, -4.0, 6.0, 0.0, -6.0]);
+        // E8M0 rounds up to a power of two; with saturation zero is 2^-127 and inf 2^127.
+        let s = Tensor::f32([5], vec![0.0, 0.124, 1.1, f32::INFINITY, f32::NAN]).unwrap();
+        let m = s.convert_with(DType::F8E8M0, true).unwrap().to_f64_vec();
+        assert_eq!(m[..4], [2f64.powi(-127), 0.125, 2.0, 2f64.powi(127)]);
+        assert!(m[4].is_nan());
+        assert!(s.convert(DType::F8E8M0).unwrap().to_f64_vec()[3].is_nan());
+        let back = Tensor::full(&crate::tensor::TensorType::new(DType::F8E8M0, vec![1]), 3.0);
+        assert_eq!(back.convert(DType::F32).unwrap().to_f64_vec(), [4.0]);
     }
 }

@@ -31,10 +31,21 @@ pub enum DType {
     F8E4M3FNUZ,
     F8E5M2,
     F8E5M2FNUZ,
+    /// The sub-byte integers (`docs/dtypes.md`): 4-bit and 2-bit two's complement and
+    /// unsigned, held one element per byte.
+    I4,
+    U4,
+    I2,
+    U2,
+    /// E2M1, the 4-bit float of the OCP microscaling formats: no infinities, no NaN, largest 6.
+    F4E2M1,
+    /// E8M0, the unsigned power-of-two scale of the microscaling formats: 2^(code - 127), and
+    /// NaN for the code 255; no zero, no sign.
+    F8E8M0,
 }
 
 /// Every dtype, in declaration order.
-pub const ALL_DTYPES: [DType; 17] = [
+pub const ALL_DTYPES: [DType; 23] = [
     DType::F32,
     DType::F64,
     DType::I64,
@@ -52,6 +63,12 @@ pub const ALL_DTYPES: [DType; 17] = [
     DType::F8E4M3FNUZ,
     DType::F8E5M2,
     DType::F8E5M2FNUZ,
+    DType::I4,
+    DType::U4,
+    DType::I2,
+    DType::U2,
+    DType::F4E2M1,
+    DType::F8E8M0,
 ];
 
 impl DType {
@@ -73,6 +90,8 @@ impl DType {
                 | DType::F8E4M3FNUZ
                 | DType::F8E5M2
                 | DType::F8E5M2FNUZ
+                | DType::F4E2M1
+                | DType::F8E8M0
         )
     }
 
@@ -96,8 +115,14 @@ impl DType {
             | DType::F8E4M3FN
             | DType::F8E4M3FNUZ
             | DType::F8E5M2
-            | DType::F8E5M2FNUZ => DType::F32,
-            DType::I8
+            | DType::F8E5M2FNUZ
+            | DType::F4E2M1
+            | DType::F8E8M0 => DType::F32,
+            DType::I4
+            | DType::U4
+            | DType::I2
+            | DType::U2
+            | DType::I8
             | DType::I16
             | DType::I32
             | DType::U8
@@ -108,10 +133,16 @@ impl DType {
         }
     }
 
-    /// Bytes per element.
+    /// Bytes per element in memory (the sub-byte dtypes take a byte each).
     pub fn size(self) -> usize {
         match self {
             DType::Bool
+            | DType::I4
+            | DType::U4
+            | DType::I2
+            | DType::U2
+            | DType::F4E2M1
+            | DType::F8E8M0
             | DType::I8
             | DType::U8
             | DType::F8E4M3FN
@@ -134,6 +165,9 @@ impl DType {
             DType::BF16 => 2f64.powi(-8),
             DType::F8E4M3FN | DType::F8E4M3FNUZ => 2f64.powi(-4),
             DType::F8E5M2 | DType::F8E5M2FNUZ => 2f64.powi(-3),
+            DType::F4E2M1 => 2f64.powi(-2),
+            // No fraction bits, and conversion rounds up: up to a factor of 2.
+            DType::F8E8M0 => 1.0,
             _ => 0.0,
         }
     }
@@ -161,6 +195,12 @@ impl DType {
             DType::F8E4M3FNUZ => "f8e4m3fnuz",
             DType::F8E5M2 => "f8e5m2",
             DType::F8E5M2FNUZ => "f8e5m2fnuz",
+            DType::I4 => "i4",
+            DType::U4 => "u4",
+            DType::I2 => "i2",
+            DType::U2 => "u2",
+            DType::F4E2M1 => "f4e2m1",
+            DType::F8E8M0 => "f8e8m0",
         }
     }
 }

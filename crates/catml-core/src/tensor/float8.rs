@@ -1,7 +1,8 @@
 //! The 8-bit float formats (`docs/dtypes.md`): one sign bit, `e` exponent bits, `m` fraction
 //! bits. E5M2 follows IEEE 754 (infinities, NaNs with the exponent all ones); E4M3FN has no
 //! infinities and one NaN pattern per sign (all ones); the FNUZ formats have no infinities, no
-//! negative zero, and one NaN, the pattern of negative zero (0x80).
+//! negative zero, and one NaN, the pattern of negative zero (0x80). The 4-bit E2M1 has
+//! neither infinities nor NaN: its patterns are the low nibble of a byte.
 
 use super::DType;
 
@@ -14,11 +15,15 @@ enum Specials {
     FiniteNan,
     /// NaN is 0x80; no infinities, no negative zero.
     Unsigned,
+    /// Every pattern is finite: values beyond the largest become it, and NaN becomes 0.
+    Finite,
 }
 
 /// An 8-bit float format.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Format {
+    /// The sign bit; the magnitude's bits are below it.
+    sign: u8,
     m: u32,
     bias: i32,
     specials: Specials,
@@ -28,14 +33,16 @@ pub(crate) struct Format {
 
 impl Format {
     pub(crate) fn of(d: DType) -> Option<Format> {
-        let (m, bias, specials, max_code) = match d {
-            DType::F8E4M3FN => (3, 7, Specials::FiniteNan, 0x7e),
-            DType::F8E4M3FNUZ => (3, 8, Specials::Unsigned, 0x7f),
-            DType::F8E5M2 => (2, 15, Specials::Ieee, 0x7b),
-            DType::F8E5M2FNUZ => (2, 16, Specials::Unsigned, 0x7f),
+        let (sign, m, bias, specials, max_code) = match d {
+            DType::F8E4M3FN => (0x80, 3, 7, Specials::FiniteNan, 0x7e),
+            DType::F8E4M3FNUZ => (0x80, 3, 8, Specials::Unsigned, 0x7f),
+            DType::F8E5M2 => (0x80, 2, 15, Specials::Ieee, 0x7b),
+            DType::F8E5M2FNUZ => (0x80, 2, 16, Specials::Unsigned, 0x7f),
+            DType::F4E2M1 => (0x08, 1, 1, Specials::Finite, 0x07),
             _ => return None,
         };
         Some(Format {
+            sign,
             m,
             bias,
             specials,
@@ -48,7 +55,14 @@ impl Format {
             Specials::Ieee => 0x7e,
             Specials::FiniteNan => 0x7f,
             Specials::Unsigned => 0x80,
+            Specials::Finite => 0,
         }
+    }
+
+    /// The number of patterns (256 or 16).
+    #[cfg(test)]
+    fn patterns(self) -> u32 {
+        u32::from(self.sign) << 1
     }
 
     /// The magnitude of a pattern with the sign bit clear.
@@ -70,12 +84,13 @@ impl Format {
 
     /// The value of a pattern.
     pub(crate) fn decode(self, code: u8) -> f64 {
-        let neg = code & 0x80 != 0;
-        let mag = code & 0x7f;
+        let neg = code & self.sign != 0;
+        let mag = code & (self.sign - 1);
         let nan = match self.specials {
             Specials::Unsigned => code == 0x80,
             Specials::FiniteNan => mag == 0x7f,
             Specials::Ieee => mag > 0x7c,
+            Specials::Finite => false,
         };
         if nan {
             return f64::NAN;
@@ -93,15 +108,16 @@ impl Format {
     }
 
     /// The pattern nearest `x` (ties to even). Beyond the largest finite value: an infinity
-    /// where the format has one, else NaN.
+    /// where the format has one, else NaN, else (E2M1) the largest value of its sign.
     pub(crate) fn encode(self, x: f64) -> u8 {
         if x.is_nan() {
             return self.nan();
         }
-        let sign = if x.is_sign_negative() { 0x80 } else { 0 };
+        let sign = if x.is_sign_negative() { self.sign } else { 0 };
         let a = x.abs();
         let overflow = || match self.specials {
             Specials::Ieee => sign | 0x7c,
+            Specials::Finite => sign | self.max_code,
             _ => self.nan(),
         };
         if a.is_infinite() {
@@ -117,7 +133,7 @@ impl Format {
             e += 1;
         }
         let biased = e + self.bias;
-        if biased > 0x7f >> self.m {
+        if biased > i32::from(self.sign - 1) >> self.m {
             return overflow();
         }
         // Fraction steps of the binade, rounded to nearest even; a carry moves to the next
@@ -154,9 +170,10 @@ mod tests {
             DType::F8E4M3FNUZ,
             DType::F8E5M2,
             DType::F8E5M2FNUZ,
+            DType::F4E2M1,
         ] {
             let fmt = f(d);
-            for code in 0..=255u8 {
+            for code in (0..fmt.patterns()).map(|c| c as u8) {
                 let v = fmt.decode(code);
                 if v.is_nan() {
                     assert!(fmt.decode(fmt.encode(v)).is_nan());
@@ -191,5 +208,33 @@ mod tests {
         // The smallest subnormal of E4M3FN is 2^-9; half of it rounds to even, zero.
         assert_eq!(f(DType::F8E4M3FN).encode(2f64.powi(-10)), 0);
         assert_eq!(f(DType::F8E4M3FN).encode(1.5 * 2f64.powi(-9)), 2);
+    }
+
+    #[test]
+    fn e2m1_holds_eight_magnitudes_and_saturates() {
+        let e = f(DType::F4E2M1);
+        let values: Vec<f64> = (0..16).map(|c| e.decode(c)).collect();
+        assert_eq!(
+            values,
+            [
+                0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0,
+                -6.0
+            ]
+        );
+        assert!(values[8].is_sign_negative());
+        // Ties to even: 0.25 between 0 and 0.5 is 0; 0.75 is 1.0 (pattern 2); 2.5 is 2;
+        // 3.5 is 4; 5 is 4 (pattern 6, even).
+        assert_eq!(e.encode(0.25), 0);
+        assert_eq!(e.encode(0.75), 2);
+        assert_eq!(e.encode(2.5), 4);
+        assert_eq!(e.encode(3.5), 6);
+        assert_eq!(e.encode(5.0), 6);
+        assert_eq!(e.encode(-0.0), 8);
+        // No infinity, no NaN: past 6 (7 ties to the missing 8) is 6; NaN is 0.
+        assert_eq!(e.encode(6.9), 7);
+        assert_eq!(e.encode(7.0), 7);
+        assert_eq!(e.encode(-1e6), 15);
+        assert_eq!(e.encode(f64::INFINITY), 7);
+        assert_eq!(e.encode(f64::NAN), 0);
     }
 }

@@ -87,6 +87,12 @@ impl Serialize for Tensor {
 /// One element as written: a number, or a string for a non-finite float.
 /// Whether a finite f64 stays finite in a float dtype (after rounding).
 fn in_range(dtype: DType, v: f64) -> bool {
+    match dtype {
+        // E2M1 saturates by itself: 7 and beyond would round past 6. E8M0 has no zero or sign.
+        DType::F4E2M1 => return v.abs() < 7.0,
+        DType::F8E8M0 if v <= 0.0 => return false,
+        _ => {}
+    }
     dtype == DType::F64
         || Tensor::f64([1], vec![v])
             .ok()

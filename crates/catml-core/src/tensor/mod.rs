@@ -8,6 +8,7 @@ mod array;
 mod convert;
 mod display;
 mod dtype;
+mod e8m0;
 pub mod fastmath;
 mod float8;
 mod json;

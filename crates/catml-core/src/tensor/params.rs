@@ -20,7 +20,9 @@ pub enum ParamsError {
     },
     #[error("safetensors: {0}")]
     Format(String),
-    #[error("tensor `{name}` has dtype {dtype}, which catml does not hold")]
+    #[error(
+        "tensor `{name}` has dtype {dtype}, which catml does not read or write in safetensors"
+    )]
     UnsupportedDType { name: String, dtype: String },
 }
 
@@ -110,11 +112,22 @@ impl Params {
         self.map.values().map(Tensor::numel).sum()
     }
 
-    /// The safetensors encoding, with optional string metadata.
+    /// The safetensors encoding, with optional string metadata; a tensor of a dtype safetensors
+    /// does not have (the sub-byte ones) is refused by name.
     pub fn to_safetensors_with(
         &self,
         metadata: Option<HashMap<String, String>>,
     ) -> Result<Vec<u8>, ParamsError> {
+        if let Some((name, t)) = self
+            .map
+            .iter()
+            .find(|(_, t)| !SAFETENSORS_DTYPES.iter().any(|(d, _)| *d == t.dtype()))
+        {
+            return Err(ParamsError::UnsupportedDType {
+                name: name.clone(),
+                dtype: t.dtype().to_string(),
+            });
+        }
         let views = self.map.iter().map(|(k, v)| (k.clone(), Bytes(v)));
         safetensors::serialize(views, metadata).map_err(|e| ParamsError::Format(e.to_string()))
     }
@@ -233,8 +246,9 @@ impl<'a> IntoIterator for &'a Params {
     }
 }
 
-/// Each dtype and its safetensors dtype.
-const SAFETENSORS_DTYPES: [(DType, Dtype); 17] = [
+/// Each dtype and its safetensors dtype. safetensors has no 4-bit or 2-bit integers, and packs
+/// its 4-bit float two to a byte: the sub-byte dtypes are not written.
+const SAFETENSORS_DTYPES: [(DType, Dtype); 18] = [
     (DType::F32, Dtype::F32),
     (DType::F64, Dtype::F64),
     (DType::I64, Dtype::I64),
@@ -252,6 +266,7 @@ const SAFETENSORS_DTYPES: [(DType, Dtype); 17] = [
     (DType::F8E4M3FNUZ, Dtype::F8_E4M3FNUZ),
     (DType::F8E5M2, Dtype::F8_E5M2),
     (DType::F8E5M2FNUZ, Dtype::F8_E5M2FNUZ),
+    (DType::F8E8M0, Dtype::F8_E8M0),
 ];
 
 /// The storage dtype of a safetensors dtype.

@@ -1,10 +1,11 @@
-//! Arrays of the storage dtypes (f16, bf16, 8-bit floats, i8, i16, i32, u8, u16, u32, u64): held in their own
-//! width, moved, written and read, and converted; never computed with (`docs/dtypes.md`).
+//! Arrays of the storage dtypes (f16, bf16, the 8- and 4-bit floats, E8M0, i8 ... u64 and the
+//! 4- and 2-bit integers): held in their own width (the sub-byte dtypes a byte per element),
+//! moved, written and read, and converted; never computed with (`docs/dtypes.md`).
 
 use half::{bf16, f16};
 
 use super::float8::Format;
-use super::{Array, DType, Shape, TensorError};
+use super::{e8m0, Array, DType, Shape, TensorError};
 
 /// An array of one of the storage dtypes.
 #[derive(Clone, PartialEq)]
@@ -23,6 +24,14 @@ pub enum Stored {
     F8E4M3FNUZ(Array<u8>),
     F8E5M2(Array<u8>),
     F8E5M2FNUZ(Array<u8>),
+    /// The sub-byte integers, one value per byte (always in the dtype's range).
+    I4(Array<i8>),
+    U4(Array<u8>),
+    I2(Array<i8>),
+    U2(Array<u8>),
+    /// E2M1 (its pattern in the low four bits) and E8M0, as their bit patterns.
+    F4E2M1(Array<u8>),
+    F8E8M0(Array<u8>),
 }
 
 /// `$body` with `$a` bound to the array, whatever the dtype.
@@ -42,6 +51,12 @@ macro_rules! each {
             Stored::F8E4M3FNUZ($a) => $body,
             Stored::F8E5M2($a) => $body,
             Stored::F8E5M2FNUZ($a) => $body,
+            Stored::I4($a) => $body,
+            Stored::U4($a) => $body,
+            Stored::I2($a) => $body,
+            Stored::U2($a) => $body,
+            Stored::F4E2M1($a) => $body,
+            Stored::F8E8M0($a) => $body,
         }
     };
 }
@@ -64,8 +79,52 @@ macro_rules! each_same {
             Stored::F8E4M3FNUZ($a) => Stored::F8E4M3FNUZ($body),
             Stored::F8E5M2($a) => Stored::F8E5M2($body),
             Stored::F8E5M2FNUZ($a) => Stored::F8E5M2FNUZ($body),
+            Stored::I4($a) => Stored::I4($body),
+            Stored::U4($a) => Stored::U4($body),
+            Stored::I2($a) => Stored::I2($body),
+            Stored::U2($a) => Stored::U2($body),
+            Stored::F4E2M1($a) => Stored::F4E2M1($body),
+            Stored::F8E8M0($a) => Stored::F8E8M0($body),
         }
     };
+}
+
+/// How a dtype held as bit patterns decodes and encodes them.
+#[derive(Clone, Copy)]
+pub(crate) enum Codec {
+    Float(Format),
+    E8M0,
+}
+
+impl Codec {
+    pub(crate) fn of(d: DType) -> Option<Codec> {
+        match d {
+            DType::F8E8M0 => Some(Codec::E8M0),
+            d => Format::of(d).map(Codec::Float),
+        }
+    }
+
+    pub(crate) fn decode(self, code: u8) -> f64 {
+        match self {
+            Codec::Float(f) => f.decode(code),
+            Codec::E8M0 => e8m0::decode(code),
+        }
+    }
+
+    pub(crate) fn encode(self, x: f64) -> u8 {
+        match self {
+            Codec::Float(f) => f.encode(x),
+            Codec::E8M0 => e8m0::encode(x),
+        }
+    }
+
+    /// The largest finite value.
+    pub(crate) fn max(self) -> f64 {
+        match self {
+            Codec::Float(f) => f.max(),
+            Codec::E8M0 => e8m0::max(),
+        }
+    }
 }
 
 /// The values of an array, exactly: floats as f64, integers as i128.
@@ -90,6 +149,12 @@ impl Stored {
             Stored::F8E4M3FNUZ(_) => DType::F8E4M3FNUZ,
             Stored::F8E5M2(_) => DType::F8E5M2,
             Stored::F8E5M2FNUZ(_) => DType::F8E5M2FNUZ,
+            Stored::I4(_) => DType::I4,
+            Stored::U4(_) => DType::U4,
+            Stored::I2(_) => DType::I2,
+            Stored::U2(_) => DType::U2,
+            Stored::F4E2M1(_) => DType::F4E2M1,
+            Stored::F8E8M0(_) => DType::F8E8M0,
         }
     }
 
@@ -124,30 +189,40 @@ impl Stored {
             Stored::U16(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
             Stored::U32(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
             Stored::U64(a) => Values::Ints(a.data().iter().map(|&x| x.into()).collect()),
-            float8 => {
-                let fmt = Format::of(float8.dtype()).expect("an 8-bit float");
-                Values::Floats(float8.codes().iter().map(|&c| fmt.decode(c)).collect())
+            Stored::I4(a) | Stored::I2(a) => {
+                Values::Ints(a.data().iter().map(|&x| x.into()).collect())
+            }
+            Stored::U4(a) | Stored::U2(a) => {
+                Values::Ints(a.data().iter().map(|&x| x.into()).collect())
+            }
+            coded => {
+                let codec = Codec::of(coded.dtype()).expect("a dtype held as patterns");
+                Values::Floats(coded.codes().iter().map(|&c| codec.decode(c)).collect())
             }
         }
     }
 
-    /// The bit patterns of an 8-bit float array (empty for the other dtypes).
+    /// The bit patterns of an array of 8-bit or 4-bit floats or E8M0 (empty for the others).
     fn codes(&self) -> &[u8] {
         match self {
             Stored::F8E4M3FN(a)
             | Stored::F8E4M3FNUZ(a)
             | Stored::F8E5M2(a)
-            | Stored::F8E5M2FNUZ(a) => a.data(),
+            | Stored::F8E5M2FNUZ(a)
+            | Stored::F4E2M1(a)
+            | Stored::F8E8M0(a) => a.data(),
             _ => &[],
         }
     }
 
-    /// An 8-bit float array from its bit patterns.
+    /// An array of a dtype held as patterns, from its patterns.
     fn from_codes(dtype: DType, codes: Array<u8>) -> Stored {
         match dtype {
             DType::F8E4M3FN => Stored::F8E4M3FN(codes),
             DType::F8E4M3FNUZ => Stored::F8E4M3FNUZ(codes),
             DType::F8E5M2 => Stored::F8E5M2(codes),
+            DType::F4E2M1 => Stored::F4E2M1(codes),
+            DType::F8E8M0 => Stored::F8E8M0(codes),
             _ => Stored::F8E5M2FNUZ(codes),
         }
     }
@@ -160,28 +235,79 @@ impl Stored {
         }
     }
 
-    /// Floats rounded to nearest (ties to even) into a float dtype; for an integer dtype,
-    /// truncated toward zero, which must land in range.
+    /// Floats rounded into a float dtype (to nearest, ties to even; E8M0 up); for an integer
+    /// dtype, truncated toward zero, which must land in range, except that the sub-byte
+    /// integers take NaN, infinities and values out of their range as 0.
     pub fn from_f64s(dtype: DType, shape: Shape, data: &[f64]) -> Result<Stored, String> {
-        if let Some(fmt) = Format::of(dtype) {
-            let codes = array(shape, data.iter().map(|&x| fmt.encode(x)));
-            return Ok(Stored::from_codes(dtype, codes));
+        if dtype.is_floating_point() {
+            return Ok(Stored::rounded(dtype, shape, data));
         }
-        if matches!(dtype, DType::F16 | DType::BF16) {
-            return Ok(match dtype {
-                DType::F16 => Stored::F16(array(shape, data.iter().map(|&x| f16::from_f64(x)))),
-                _ => Stored::BF16(array(shape, data.iter().map(|&x| bf16::from_f64(x)))),
+        if is_sub_byte_int(dtype) {
+            let (lo, hi) = int_range(dtype);
+            let t = data.iter().map(|&x| {
+                let t = x.trunc();
+                if t >= lo as f64 && t <= hi as f64 {
+                    t as i128
+                } else {
+                    0
+                }
             });
+            return Ok(Stored::from_ints(dtype, shape, &t.collect::<Vec<_>>()));
         }
         Ok(Stored::from_ints(dtype, shape, &truncate(dtype, data)?))
+    }
+
+    /// Floats into a storage dtype, saturating: rounded into a float dtype as
+    /// [`from_f64s`](Self::from_f64s) does; truncated toward zero and clamped into an integer
+    /// dtype's range (NaN is 0).
+    pub fn saturating(dtype: DType, shape: Shape, data: &[f64]) -> Stored {
+        if dtype.is_floating_point() {
+            return Stored::rounded(dtype, shape, data);
+        }
+        let (lo, hi) = int_range(dtype);
+        let clamped: Vec<i128> = data
+            .iter()
+            .map(|&x| {
+                if x.is_nan() {
+                    0
+                } else {
+                    x.trunc().clamp(lo as f64, hi as f64) as i128
+                }
+            })
+            .collect();
+        Stored::from_ints(dtype, shape, &clamped)
+    }
+
+    /// Every element `value`, saturated into the dtype as [`saturating`](Self::saturating) does.
+    ///
+    /// ```
+    /// use catml_core::tensor::{DType, Shape, Stored};
+    /// let s = Stored::full(DType::I4, Shape::new(vec![2]), 100.0);
+    /// assert_eq!(s.to_f64_vec(), [7.0, 7.0]);
+    /// ```
+    pub fn full(dtype: DType, shape: Shape, value: f64) -> Stored {
+        let one = Stored::saturating(dtype, Shape::new(vec![1]), &[value]);
+        each_same!(one, a => Array::full(shape.clone(), a.data()[0]))
+    }
+
+    /// Floats rounded into a float storage dtype.
+    fn rounded(dtype: DType, shape: Shape, data: &[f64]) -> Stored {
+        if let Some(codec) = Codec::of(dtype) {
+            let codes = array(shape, data.iter().map(|&x| codec.encode(x)));
+            return Stored::from_codes(dtype, codes);
+        }
+        match dtype {
+            DType::F16 => Stored::F16(array(shape, data.iter().map(|&x| f16::from_f64(x)))),
+            _ => Stored::BF16(array(shape, data.iter().map(|&x| bf16::from_f64(x)))),
+        }
     }
 
     /// Integers into a storage dtype, wrapping modulo 2^bits (two's complement) for an integer
     /// dtype, rounded to nearest for f16 and bf16.
     pub fn from_ints(dtype: DType, shape: Shape, data: &[i128]) -> Stored {
         let it = data.iter().copied();
-        if let Some(fmt) = Format::of(dtype) {
-            return Stored::from_codes(dtype, array(shape, it.map(|x| fmt.encode(x as f64))));
+        if let Some(codec) = Codec::of(dtype) {
+            return Stored::from_codes(dtype, array(shape, it.map(|x| codec.encode(x as f64))));
         }
         match dtype {
             DType::F16 => Stored::F16(array(shape, it.map(|x| f16::from_f64(x as f64)))),
@@ -192,6 +318,11 @@ impl Stored {
             DType::U8 => Stored::U8(array(shape, it.map(|x| x as u8))),
             DType::U16 => Stored::U16(array(shape, it.map(|x| x as u16))),
             DType::U32 => Stored::U32(array(shape, it.map(|x| x as u32))),
+            // The low bits, sign-extended for the signed ones.
+            DType::I4 => Stored::I4(array(shape, it.map(|x| (x as i8) << 4 >> 4))),
+            DType::U4 => Stored::U4(array(shape, it.map(|x| x as u8 & 0xf))),
+            DType::I2 => Stored::I2(array(shape, it.map(|x| (x as i8) << 6 >> 6))),
+            DType::U2 => Stored::U2(array(shape, it.map(|x| x as u8 & 0x3))),
             _ => Stored::U64(array(shape, it.map(|x| x as u64))),
         }
     }
@@ -202,17 +333,18 @@ impl Stored {
             Stored::F16(a) => a.data().iter().filter(|x| !x.is_finite()).count(),
             Stored::BF16(a) => a.data().iter().filter(|x| !x.is_finite()).count(),
             s if s.dtype().is_floating_point() => {
-                let fmt = Format::of(s.dtype()).expect("an 8-bit float");
+                let codec = Codec::of(s.dtype()).expect("a dtype held as patterns");
                 s.codes()
                     .iter()
-                    .filter(|&&c| !fmt.decode(c).is_finite())
+                    .filter(|&&c| !codec.decode(c).is_finite())
                     .count()
             }
             _ => 0,
         }
     }
 
-    /// The elements as little-endian bytes (the layout of safetensors and ONNX raw data).
+    /// The elements as little-endian bytes (the layout of safetensors and ONNX raw data); the
+    /// sub-byte dtypes a byte per element: the signed integers sign-extended, E2M1 its pattern.
     pub fn to_le_bytes(&self) -> Vec<u8> {
         match self {
             Stored::F16(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
@@ -224,12 +356,15 @@ impl Stored {
             Stored::U16(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
             Stored::U32(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
             Stored::U64(a) => a.data().iter().flat_map(|x| x.to_le_bytes()).collect(),
-            float8 => float8.codes().to_vec(),
+            Stored::I4(a) | Stored::I2(a) => a.data().iter().map(|&x| x as u8).collect(),
+            Stored::U4(a) | Stored::U2(a) => a.data().to_vec(),
+            coded => coded.codes().to_vec(),
         }
     }
 
-    /// Little-endian bytes of a storage dtype; their length must be the element count times
-    /// the element size.
+    /// Little-endian bytes of a storage dtype, laid out as [`to_le_bytes`](Self::to_le_bytes)
+    /// writes them; their length must be the element count times the element size, and a
+    /// sub-byte dtype's bytes must hold its values.
     pub fn from_le_bytes(dtype: DType, shape: Shape, bytes: &[u8]) -> Result<Stored, TensorError> {
         let n = shape
             .checked_numel()
@@ -261,7 +396,35 @@ impl Stored {
             DType::U16 => Stored::U16(read!(u16, 2)),
             DType::U32 => Stored::U32(read!(u32, 4)),
             DType::U64 => Stored::U64(read!(u64, 8)),
-            d if Format::of(d).is_some() => {
+            DType::I4 | DType::I2 | DType::U4 | DType::U2 | DType::F4E2M1 => {
+                let (lo, hi) = match dtype {
+                    DType::F4E2M1 => (0, 15),
+                    d => int_range(d),
+                };
+                let signed = lo < 0;
+                let value = |b: u8| {
+                    i128::from(if signed {
+                        i16::from(b as i8)
+                    } else {
+                        i16::from(b)
+                    })
+                };
+                if let Some(index) = bytes.iter().position(|&b| !(lo..=hi).contains(&value(b))) {
+                    return Err(TensorError::Element {
+                        index,
+                        byte: bytes[index],
+                        dtype,
+                    });
+                }
+                match dtype {
+                    DType::I4 => Stored::I4(array(shape, bytes.iter().map(|&b| b as i8))),
+                    DType::I2 => Stored::I2(array(shape, bytes.iter().map(|&b| b as i8))),
+                    DType::U4 => Stored::U4(array(shape, bytes.iter().copied())),
+                    DType::U2 => Stored::U2(array(shape, bytes.iter().copied())),
+                    _ => Stored::F4E2M1(array(shape, bytes.iter().copied())),
+                }
+            }
+            d if Codec::of(d).is_some() => {
                 Stored::from_codes(d, array(shape, bytes.iter().copied()))
             }
             other => {
@@ -302,8 +465,17 @@ pub(crate) fn int_range(dtype: DType) -> (i128, i128) {
         DType::U16 => (0, u16::MAX.into()),
         DType::U32 => (0, u32::MAX.into()),
         DType::U64 => (0, u64::MAX.into()),
+        DType::I4 => (-8, 7),
+        DType::U4 => (0, 15),
+        DType::I2 => (-2, 1),
+        DType::U2 => (0, 3),
         _ => (0, 1),
     }
+}
+
+/// The 4-bit and 2-bit integers.
+pub(crate) fn is_sub_byte_int(d: DType) -> bool {
+    matches!(d, DType::I4 | DType::U4 | DType::I2 | DType::U2)
 }
 
 /// An array from values whose count the caller has matched to the shape.
