@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use crate::ctx::broadcast_dims;
-use catml_core::tensor::Tensor;
 
 use crate::konst::{dtype_of, elem, Const, Data};
 use crate::proto::NodeProto;
@@ -121,7 +120,7 @@ pub fn fold(
         "Cast" => {
             let c = get(0)?;
             let to = attr_int("to")? as i32;
-            Some(Ok(cast(c, to, attr_int("saturate").unwrap_or(1) != 0)))
+            Some(cast(c, to, attr_int("saturate").unwrap_or(1) != 0).map_err(err))
         }
         "Add" | "Sub" | "Mul" | "Div" | "Equal" | "Less" | "Greater" | "LessOrEqual"
         | "GreaterOrEqual" | "And" | "Or" | "Xor" | "Max" | "Min" | "Mod"
@@ -450,56 +449,31 @@ fn slice(
     Ok(pick(c, dims, &src))
 }
 
-/// ONNX Cast of a known value: floats to integers truncate toward zero, then wrap to the
-/// target width; anything nonzero becomes true.
-pub fn cast(c: &Const, to: i32, saturate: bool) -> Const {
-    if let Some(d) = dtype_of(to).filter(|d| d.is_floating_point() && d.size() == 1) {
-        // The 8-bit floats round as the tensor layer's `convert` does.
-        let values = Tensor::f64(vec![c.numel()], c.as_f64s())
-            .ok()
-            .and_then(|t| t.convert_with(d, saturate).ok())
-            .map(|r| r.to_f64_vec())
-            .unwrap_or_default();
-        return Const::floats(to, c.dims.clone(), values);
+/// ONNX Cast of a known value: the tensor layer's `convert` (`docs/dtypes.md`), saturating
+/// into the 8-bit floats and E8M0 with `saturate`; a target the tensor layer does not hold, or
+/// a float no integer target holds, is an error.
+pub fn cast(c: &Const, to: i32, saturate: bool) -> Result<Const, String> {
+    let d = dtype_of(to).ok_or_else(|| {
+        format!(
+            "cast to {}, which the CatML tensor layer does not hold",
+            elem::name(to)
+        )
+    })?;
+    if c.numel() == 0 {
+        let data = if d.is_floating_point() {
+            Data::F(Vec::new())
+        } else {
+            Data::I(Vec::new())
+        };
+        return Ok(Const {
+            elem: to,
+            dims: c.dims.clone(),
+            data,
+        });
     }
-    let float_target = matches!(
-        to,
-        elem::FLOAT | elem::DOUBLE | elem::FLOAT16 | elem::BFLOAT16
-    );
-    let data = match (&c.data, float_target) {
-        (Data::F(v), true) => Data::F(v.iter().map(|&x| round_to(x, to)).collect()),
-        (Data::I(v), true) => Data::F(v.iter().map(|&x| round_to(x as f64, to)).collect()),
-        (d, false) => {
-            let v: Vec<i64> = match d {
-                Data::F(v) => v
-                    .iter()
-                    .map(|&x| {
-                        if to == elem::BOOL {
-                            (x != 0.0) as i64
-                        } else {
-                            x as i64
-                        }
-                    })
-                    .collect(),
-                Data::I(v) => v.clone(),
-            };
-            Data::I(v.into_iter().map(|x| wrap_int(x, to)).collect())
-        }
-    };
-    Const {
-        elem: to,
-        dims: c.dims.clone(),
-        data,
-    }
-}
-
-fn round_to(x: f64, to: i32) -> f64 {
-    match to {
-        elem::FLOAT => x as f32 as f64,
-        elem::FLOAT16 => half::f16::from_f64(x).to_f64(),
-        elem::BFLOAT16 => half::bf16::from_f64(x).to_f64(),
-        _ => x,
-    }
+    let saturate = saturate && d.is_floating_point() && d.size() == 1;
+    let t = c.to_tensor()?.convert_with(d, saturate)?;
+    Ok(Const::from_tensor(&t))
 }
 
 fn wrap_int(x: i64, to: i32) -> i64 {

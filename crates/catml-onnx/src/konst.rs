@@ -23,6 +23,12 @@ pub mod elem {
     pub const FLOAT8E4M3FNUZ: i32 = 18;
     pub const FLOAT8E5M2: i32 = 19;
     pub const FLOAT8E5M2FNUZ: i32 = 20;
+    pub const UINT4: i32 = 21;
+    pub const INT4: i32 = 22;
+    pub const FLOAT4E2M1: i32 = 23;
+    pub const FLOAT8E8M0: i32 = 24;
+    pub const UINT2: i32 = 25;
+    pub const INT2: i32 = 26;
 
     /// The ONNX name of an element type code.
     pub fn name(code: i32) -> String {
@@ -47,6 +53,12 @@ pub mod elem {
             FLOAT8E4M3FNUZ => "float8e4m3fnuz",
             FLOAT8E5M2 => "float8e5m2",
             FLOAT8E5M2FNUZ => "float8e5m2fnuz",
+            UINT4 => "uint4",
+            INT4 => "int4",
+            FLOAT4E2M1 => "float4e2m1",
+            FLOAT8E8M0 => "float8e8m0",
+            UINT2 => "uint2",
+            INT2 => "int2",
             _ => return format!("element type {code}"),
         };
         known.to_string()
@@ -56,13 +68,25 @@ pub mod elem {
     pub fn is_integer(code: i32) -> bool {
         matches!(
             code,
-            UINT8 | INT8 | UINT16 | INT16 | INT32 | INT64 | BOOL | UINT32 | UINT64
+            UINT8
+                | INT8
+                | UINT16
+                | INT16
+                | INT32
+                | INT64
+                | BOOL
+                | UINT32
+                | UINT64
+                | UINT4
+                | INT4
+                | UINT2
+                | INT2
         )
     }
 }
 
 /// The CatML dtypes and their ONNX element type codes.
-const CODES: [(DType, i32); 17] = [
+const CODES: [(DType, i32); 23] = [
     (DType::F32, elem::FLOAT),
     (DType::F64, elem::DOUBLE),
     (DType::I64, elem::INT64),
@@ -80,6 +104,12 @@ const CODES: [(DType, i32); 17] = [
     (DType::F8E4M3FNUZ, elem::FLOAT8E4M3FNUZ),
     (DType::F8E5M2, elem::FLOAT8E5M2),
     (DType::F8E5M2FNUZ, elem::FLOAT8E5M2FNUZ),
+    (DType::I4, elem::INT4),
+    (DType::U4, elem::UINT4),
+    (DType::I2, elem::INT2),
+    (DType::U2, elem::UINT2),
+    (DType::F4E2M1, elem::FLOAT4E2M1),
+    (DType::F8E8M0, elem::FLOAT8E8M0),
 ];
 
 /// The CatML dtype of an ONNX element type, if the tensor layer has it.

@@ -21,6 +21,7 @@ mod fold;
 mod import;
 mod konst;
 mod ops;
+mod packed;
 mod promote;
 pub mod proto;
 mod read;

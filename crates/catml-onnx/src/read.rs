@@ -4,10 +4,11 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Component, Path};
 
-use catml_core::tensor::{Shape, Stored};
+use catml_core::tensor::{Shape, Stored, Tensor};
 use prost::Message;
 
-use crate::konst::{elem, Const, Data};
+use crate::konst::{dtype_of, elem, Const, Data};
+use crate::packed;
 use crate::proto::{ModelProto, TensorProto};
 use crate::OnnxError;
 
@@ -23,14 +24,17 @@ pub fn decode_model(bytes: &[u8]) -> Result<ModelProto, OnnxError> {
     Ok(model)
 }
 
-/// Bytes per element of the element types the reader decodes.
-fn elem_size(code: i32) -> Option<usize> {
+/// Bits per element of the element types the reader decodes.
+fn elem_bits(code: i32) -> Option<u32> {
+    if let Some(b) = packed::bits(code) {
+        return Some(b);
+    }
     Some(match code {
-        elem::UINT8 | elem::INT8 | elem::BOOL => 1,
-        elem::FLOAT8E4M3FN..=elem::FLOAT8E5M2FNUZ => 1,
-        elem::UINT16 | elem::INT16 | elem::FLOAT16 | elem::BFLOAT16 => 2,
-        elem::FLOAT | elem::INT32 | elem::UINT32 => 4,
-        elem::DOUBLE | elem::INT64 | elem::UINT64 => 8,
+        elem::UINT8 | elem::INT8 | elem::BOOL | elem::FLOAT8E8M0 => 8,
+        elem::FLOAT8E4M3FN..=elem::FLOAT8E5M2FNUZ => 8,
+        elem::UINT16 | elem::INT16 | elem::FLOAT16 | elem::BFLOAT16 => 16,
+        elem::FLOAT | elem::INT32 | elem::UINT32 => 32,
+        elem::DOUBLE | elem::INT64 | elem::UINT64 => 64,
         _ => return None,
     })
 }
@@ -66,14 +70,16 @@ pub(crate) fn checked_dims(
 /// Reads a `TensorProto` (`field` names it in errors; `dir` is where external data lives).
 pub fn read_tensor(t: &TensorProto, field: &str, dir: Option<&Path>) -> Result<Const, OnnxError> {
     let code = t.data_type;
-    let size = elem_size(code).ok_or_else(|| {
+    let bits = elem_bits(code).ok_or_else(|| {
         OnnxError::field(
             format!("{field}.data_type"),
             format!("{} tensors are not supported", elem::name(code)),
         )
     })?;
-    let dims = checked_dims(&t.dims, size, field)?;
+    // In memory every element takes at least a byte.
+    let dims = checked_dims(&t.dims, bits.div_ceil(8) as usize, field)?;
     let numel: usize = dims.iter().product();
+    let nbytes = packed::packed_len(numel, bits);
     if t.segment.is_some() {
         return Err(OnnxError::field(
             format!("{field}.segment"),
@@ -82,37 +88,28 @@ pub fn read_tensor(t: &TensorProto, field: &str, dir: Option<&Path>) -> Result<C
     }
     let external;
     let raw: &[u8] = if t.data_location == 1 {
-        external = read_external(t, field, dir, numel * size)?;
+        external = read_external(t, field, dir, nbytes)?;
         &external
     } else {
         &t.raw_data
     };
-    if t.data_location == 1 || !raw.is_empty() {
-        if raw.len() != numel * size {
+    let data = if t.data_location == 1 || !raw.is_empty() {
+        if raw.len() != nbytes {
             return Err(OnnxError::field(
                 format!("{field}.raw_data"),
                 format!(
-                    "has {} bytes but dims {:?} of {} need {}",
+                    "has {} bytes but dims {:?} of {} need {nbytes}",
                     raw.len(),
                     dims,
                     elem::name(code),
-                    numel * size
                 ),
             ));
         }
-        return Ok(Const {
-            elem: code,
-            dims,
-            data: decode_raw(code, raw),
-        });
-    }
-    let (data, found, typed_field) = typed_data(t, code);
-    if found != numel {
-        return Err(OnnxError::field(
-            format!("{field}.{typed_field}"),
-            format!("has {found} elements but dims {dims:?} need {numel}"),
-        ));
-    }
+        decode_raw(code, raw, numel)
+    } else {
+        typed_data(t, code, numel, &dims)
+    };
+    let data = data.map_err(|(f, e)| OnnxError::field(format!("{field}.{f}"), e))?;
     Ok(Const {
         elem: code,
         dims,
@@ -120,132 +117,125 @@ pub fn read_tensor(t: &TensorProto, field: &str, dir: Option<&Path>) -> Result<C
     })
 }
 
-fn decode_raw(code: i32, raw: &[u8]) -> Data {
+/// A decoding failure: the protobuf field (under the tensor's) and what is wrong.
+type Bad = (String, String);
+
+/// The elements of `raw_data` (its length checked against the dims).
+fn decode_raw(code: i32, raw: &[u8], numel: usize) -> Result<Data, Bad> {
     fn chunks<const N: usize>(raw: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
         raw.chunks_exact(N)
             .map(|c| c.try_into().expect("exact chunks"))
     }
-    match code {
+    Ok(match code {
         elem::FLOAT => Data::F(
             chunks::<4>(raw)
                 .map(|b| f32::from_le_bytes(b) as f64)
                 .collect(),
         ),
         elem::DOUBLE => Data::F(chunks::<8>(raw).map(f64::from_le_bytes).collect()),
-        elem::FLOAT16 => Data::F(
-            chunks::<2>(raw)
-                .map(|b| half::f16::from_le_bytes(b).to_f64())
-                .collect(),
-        ),
-        elem::BFLOAT16 => Data::F(
-            chunks::<2>(raw)
-                .map(|b| half::bf16::from_le_bytes(b).to_f64())
-                .collect(),
-        ),
-        elem::FLOAT8E4M3FN..=elem::FLOAT8E5M2FNUZ => Data::F(float8_values(code, raw)),
-        elem::UINT8 => Data::I(raw.iter().map(|&b| b as i64).collect()),
-        elem::INT8 => Data::I(raw.iter().map(|&b| b as i8 as i64).collect()),
+        elem::INT64 => Data::I(chunks::<8>(raw).map(i64::from_le_bytes).collect()),
         elem::BOOL => Data::I(raw.iter().map(|&b| (b != 0) as i64).collect()),
-        elem::UINT16 => Data::I(
-            chunks::<2>(raw)
-                .map(|b| u16::from_le_bytes(b) as i64)
-                .collect(),
-        ),
-        elem::INT16 => Data::I(
-            chunks::<2>(raw)
-                .map(|b| i16::from_le_bytes(b) as i64)
-                .collect(),
-        ),
-        elem::INT32 => Data::I(
-            chunks::<4>(raw)
-                .map(|b| i32::from_le_bytes(b) as i64)
-                .collect(),
-        ),
-        elem::UINT32 => Data::I(
-            chunks::<4>(raw)
-                .map(|b| u32::from_le_bytes(b) as i64)
-                .collect(),
-        ),
-        elem::UINT64 => Data::I(
-            chunks::<8>(raw)
-                .map(|b| u64::from_le_bytes(b) as i64)
-                .collect(),
-        ),
-        _ => Data::I(chunks::<8>(raw).map(i64::from_le_bytes).collect()),
+        _ => stored_data(code, &packed::unpack(code, raw, numel), numel, "raw_data")?,
+    })
+}
+
+/// The elements of a storage dtype from little-endian bytes, a byte per sub-byte element,
+/// decoded by the tensor layer.
+fn stored_data(code: i32, bytes: &[u8], numel: usize, field: &str) -> Result<Data, Bad> {
+    let bad = |e: String| (field.to_string(), e);
+    let d = dtype_of(code)
+        .filter(|d| d.is_storage())
+        .ok_or_else(|| bad(format!("{} is not a storage type", elem::name(code))))?;
+    if numel == 0 {
+        return Ok(if d.is_floating_point() {
+            Data::F(Vec::new())
+        } else {
+            Data::I(Vec::new())
+        });
     }
+    let s =
+        Stored::from_le_bytes(d, Shape::new(vec![numel]), bytes).map_err(|e| bad(e.to_string()))?;
+    Ok(Const::from_tensor(&Tensor::Stored(s)).data)
 }
 
-/// The values of 8-bit float patterns (the tensor layer's decoding).
-fn float8_values(code: i32, bytes: &[u8]) -> Vec<f64> {
-    let Some(d) = crate::konst::dtype_of(code) else {
-        return Vec::new();
+/// Entries of `int32_data` that each hold a byte (8-bit floats, E8M0, packed sub-byte
+/// elements): each must be in 0..=255.
+fn int32_bytes(t: &TensorProto) -> Result<Vec<u8>, Bad> {
+    t.int32_data
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            u8::try_from(x).map_err(|_| (format!("int32_data[{i}]"), format!("{x} is not a byte")))
+        })
+        .collect()
+}
+
+/// The typed-field elements of a tensor without raw data, their count checked against the
+/// dims.
+fn typed_data(t: &TensorProto, code: i32, numel: usize, dims: &[usize]) -> Result<Data, Bad> {
+    let count = |name: &str, found: usize, need: usize| -> Result<(), Bad> {
+        if found == need {
+            return Ok(());
+        }
+        let per = packed::bits(code)
+            .map(|b| format!(" ({} packed to an entry)", 8 / b))
+            .unwrap_or_default();
+        Err((
+            name.to_string(),
+            format!(
+                "has {found} entries but dims {dims:?} of {} need {need}{per}",
+                elem::name(code)
+            ),
+        ))
     };
-    Stored::from_le_bytes(d, Shape::new(vec![bytes.len()]), bytes)
-        .map(|s| s.to_f64_vec())
-        .unwrap_or_default()
-}
-
-/// The typed-field elements of a tensor without raw data, their count and the field's name.
-fn typed_data(t: &TensorProto, code: i32) -> (Data, usize, &'static str) {
     match code {
-        elem::FLOAT => (
-            Data::F(t.float_data.iter().map(|&x| x as f64).collect()),
-            t.float_data.len(),
-            "float_data",
-        ),
-        elem::DOUBLE => (
-            Data::F(t.double_data.clone()),
-            t.double_data.len(),
-            "double_data",
-        ),
-        elem::INT64 => (
-            Data::I(t.int64_data.clone()),
-            t.int64_data.len(),
-            "int64_data",
-        ),
-        elem::UINT32 | elem::UINT64 => (
-            Data::I(t.uint64_data.iter().map(|&x| x as i64).collect()),
-            t.uint64_data.len(),
-            "uint64_data",
-        ),
-        elem::FLOAT16 => (
-            Data::F(
-                t.int32_data
-                    .iter()
-                    .map(|&x| half::f16::from_bits(x as u16).to_f64())
-                    .collect(),
-            ),
-            t.int32_data.len(),
-            "int32_data",
-        ),
-        elem::BFLOAT16 => (
-            Data::F(
-                t.int32_data
-                    .iter()
-                    .map(|&x| half::bf16::from_bits(x as u16).to_f64())
-                    .collect(),
-            ),
-            t.int32_data.len(),
-            "int32_data",
-        ),
-        elem::FLOAT8E4M3FN..=elem::FLOAT8E5M2FNUZ => (
-            Data::F(float8_values(
+        elem::FLOAT => {
+            count("float_data", t.float_data.len(), numel)?;
+            Ok(Data::F(t.float_data.iter().map(|&x| x as f64).collect()))
+        }
+        elem::DOUBLE => {
+            count("double_data", t.double_data.len(), numel)?;
+            Ok(Data::F(t.double_data.clone()))
+        }
+        elem::INT64 => {
+            count("int64_data", t.int64_data.len(), numel)?;
+            Ok(Data::I(t.int64_data.clone()))
+        }
+        elem::UINT32 | elem::UINT64 => {
+            count("uint64_data", t.uint64_data.len(), numel)?;
+            Ok(Data::I(t.uint64_data.iter().map(|&x| x as i64).collect()))
+        }
+        elem::BOOL => {
+            count("int32_data", t.int32_data.len(), numel)?;
+            Ok(Data::I(
+                t.int32_data.iter().map(|&x| (x != 0) as i64).collect(),
+            ))
+        }
+        // The 16-bit floats' bit patterns, one to an entry.
+        elem::FLOAT16 | elem::BFLOAT16 => {
+            count("int32_data", t.int32_data.len(), numel)?;
+            let bytes: Vec<u8> = t
+                .int32_data
+                .iter()
+                .flat_map(|&x| (x as u16).to_le_bytes())
+                .collect();
+            stored_data(code, &bytes, numel, "int32_data")
+        }
+        elem::FLOAT8E4M3FN..=elem::FLOAT8E8M0 | elem::UINT2 | elem::INT2 => {
+            let need = packed::bits(code).map_or(numel, |b| packed::packed_len(numel, b));
+            count("int32_data", t.int32_data.len(), need)?;
+            let bytes = int32_bytes(t)?;
+            stored_data(
                 code,
-                &t.int32_data.iter().map(|&x| x as u8).collect::<Vec<_>>(),
-            )),
-            t.int32_data.len(),
-            "int32_data",
-        ),
-        elem::BOOL => (
-            Data::I(t.int32_data.iter().map(|&x| (x != 0) as i64).collect()),
-            t.int32_data.len(),
-            "int32_data",
-        ),
-        _ => (
-            Data::I(t.int32_data.iter().map(|&x| x as i64).collect()),
-            t.int32_data.len(),
-            "int32_data",
-        ),
+                &packed::unpack(code, &bytes, numel),
+                numel,
+                "int32_data",
+            )
+        }
+        _ => {
+            count("int32_data", t.int32_data.len(), numel)?;
+            Ok(Data::I(t.int32_data.iter().map(|&x| x as i64).collect()))
+        }
     }
 }
 

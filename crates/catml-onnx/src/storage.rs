@@ -1,4 +1,5 @@
-//! ONNX values of the storage dtypes (f16, bf16, int8 ... uint64; `docs/dtypes.md`): a node
+//! ONNX values of the storage dtypes (f16, bf16, the 8- and 4-bit floats, int8 ... uint64,
+//! int4 ... uint2; `docs/dtypes.md`): a node
 //! reads them widened to the dtype they compute in (f32, i64), and each output that shares an
 //! input's element type (the operator schema's type constraint) is converted back to it. So an
 //! f16 Add rounds to f16 after the f32 sum, and a uint8 Add wraps modulo 256, as ONNX says.
@@ -59,12 +60,8 @@ fn relabel(c: Const, d: DType) -> Const {
     }
 }
 
-/// The input whose element type output `k` of the node has, if the schema ties them (EyeLike
-/// without a `dtype` attribute takes its input's).
+/// The input whose element type output `k` of the node has, if the schema ties them.
 fn typed_by(node: &NodeProto, k: usize) -> Option<usize> {
-    if node.op_type == "EyeLike" && !node.attribute.iter().any(|a| a.name == "dtype") {
-        return Some(0);
-    }
     OUTPUT_TYPES
         .iter()
         .find(|(name, _)| *name == node.op_type)
@@ -79,13 +76,6 @@ pub fn narrow(
     storage: &[Option<DType>],
     outs: Vec<Value>,
 ) -> Result<Vec<Value>, String> {
-    // CastLike's output is its cast: it saturates into the 8-bit floats unless `saturate` is 0.
-    let saturate = node.op_type == "CastLike"
-        && node
-            .attribute
-            .iter()
-            .find(|a| a.name == "saturate")
-            .is_none_or(|a| a.i != 0);
     outs.into_iter()
         .enumerate()
         .map(|(k, v)| {
@@ -94,16 +84,11 @@ pub fn narrow(
             };
             match v {
                 Value::Var(x) if b.ty(x).dtype == d.compute() => {
-                    let y = if saturate && d.size() == 1 {
-                        b.convert_saturating(x, d)
-                    } else {
-                        b.convert(x, d)
-                    };
-                    Ok(Value::Var(y.map_err(|e| e.to_string())?))
+                    Ok(Value::Var(b.convert(x, d).map_err(|e| e.to_string())?))
                 }
-                Value::Const(c) if dtype_of(c.elem) == Some(d.compute()) => Ok(Value::Const(
-                    Arc::new(narrow_const(&c, d, saturate && d.size() == 1)?),
-                )),
+                Value::Const(c) if dtype_of(c.elem) == Some(d.compute()) => {
+                    Ok(Value::Const(Arc::new(narrow_const(&c, d)?)))
+                }
                 v => Ok(v),
             }
         })
@@ -111,10 +96,10 @@ pub fn narrow(
 }
 
 /// A known value converted to a storage dtype by the tensor layer's `convert` rules.
-fn narrow_const(c: &Const, d: DType, saturate: bool) -> Result<Const, String> {
+fn narrow_const(c: &Const, d: DType) -> Result<Const, String> {
     if c.numel() == 0 {
         return Ok(relabel(c.clone(), d));
     }
-    let t: Tensor = c.to_tensor()?.convert_with(d, saturate)?;
+    let t: Tensor = c.to_tensor()?.convert(d)?;
     Ok(Const::from_tensor(&t))
 }

@@ -8,14 +8,15 @@ use crate::proto::{
     TensorShapeProto, TypeProto, ValueInfoProto,
 };
 
-/// A tensor as a `TensorProto` (little-endian raw data).
+/// A tensor as a `TensorProto` (little-endian raw data; sub-byte elements packed as ONNX
+/// packs them).
 pub fn tensor_proto(name: &str, t: &Tensor) -> TensorProto {
     let raw: Vec<u8> = match t {
         Tensor::F32(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::F64(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::I64(a) => a.data().iter().flat_map(|v| v.to_le_bytes()).collect(),
         Tensor::Bool(a) => a.data().iter().map(|&v| u8::from(v)).collect(),
-        Tensor::Stored(s) => s.to_le_bytes(),
+        Tensor::Stored(s) => crate::packed::pack(code_of(s.dtype()), &s.to_le_bytes()),
     };
     TensorProto {
         name: name.to_string(),

@@ -479,17 +479,16 @@ fn one_hot_values(c: &mut Ctx, vals: Var, m: Var, dims: &[usize]) -> R<Vec<Value
 /// EyeLike: ones on the k-th diagonal of the input's 2-D shape, of `dtype` (default the
 /// input's): a value known at import.
 pub fn eye_like(c: &mut Ctx) -> R<Vec<Value>> {
-    let (code, dims) = c.elem_dims(0)?;
+    let dims = c.dims(0)?;
     if dims.len() != 2 {
         return Err(c.err("input must have rank 2"));
     }
-    let to = c.int("dtype", code as i64)? as i32;
+    let to = c.int("dtype", c.model_elem(0)? as i64)? as i32;
     let k = c.int("k", 0)?;
     let data: Vec<i64> = (0..dims[0] * dims[1])
         .map(|p| ((p % dims[1]) as i64 - (p / dims[1]) as i64 == k) as i64)
         .collect();
     let ints = crate::konst::Const::ints(crate::konst::elem::INT64, dims, data);
-    Ok(vec![Value::Const(std::sync::Arc::new(crate::fold::cast(
-        &ints, to, true,
-    )))])
+    let eye = crate::fold::cast(&ints, to, true).map_err(|e| c.err(e))?;
+    Ok(vec![Value::Const(std::sync::Arc::new(eye))])
 }

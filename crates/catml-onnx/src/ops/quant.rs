@@ -1,8 +1,11 @@
 //! QuantizeLinear, DequantizeLinear and QLinearMatMul into the integer types the tensor layer
-//! holds (uint8, int8, uint16, int16; int32 inputs of DequantizeLinear): per tensor, per axis
-//! and blocked (`block_size`) scales and zero points.
+//! holds (uint8, int8, uint16, int16, uint4, int4, uint2, int2; int32 inputs of
+//! DequantizeLinear) and, for QuantizeLinear and DequantizeLinear, the 8-bit floats and E2M1:
+//! per tensor, per axis and blocked (`block_size`) scales and zero points.
 //!
 //! quantize:   y = clip(round_half_even(x / scale) + zero_point, type's min, type's max)
+//!             y = convert(x / scale + zero_point) into a float type, saturating unless
+//!                 `saturate` is 0 (E2M1 always saturates)
 //! dequantize: y = (x - zero_point) · scale
 
 use catml_core::ir::Var;
@@ -21,23 +24,30 @@ pub fn quant_range(code: i32) -> Option<(f64, f64)> {
         elem::INT8 => (-128.0, 127.0),
         elem::UINT16 => (0.0, 65535.0),
         elem::INT16 => (-32768.0, 32767.0),
+        elem::UINT4 => (0.0, 15.0),
+        elem::INT4 => (-8.0, 7.0),
+        elem::UINT2 => (0.0, 3.0),
+        elem::INT2 => (-2.0, 1.0),
         _ => return None,
+    })
+}
+
+/// The float types quantization writes: the 8-bit floats and E2M1.
+fn float_quant(code: i32) -> Option<DType> {
+    dtype_of(code).filter(|d| {
+        matches!(
+            d,
+            DType::F8E4M3FN | DType::F8E4M3FNUZ | DType::F8E5M2 | DType::F8E5M2FNUZ | DType::F4E2M1
+        )
     })
 }
 
 /// ONNX element types of quantized data whose quantization is not mapped.
 fn unheld_name(code: i32) -> Option<&'static str> {
     Some(match code {
-        17 => "float8e4m3fn",
-        18 => "float8e4m3fnuz",
-        19 => "float8e5m2",
-        20 => "float8e5m2fnuz",
-        21 => "uint4",
-        22 => "int4",
-        23 => "float4e2m1",
         24 => "float8e8m0",
-        25 => "uint2",
-        26 => "int2",
+        27 => "float6e2m3",
+        28 => "float6e3m2",
         _ => return None,
     })
 }
@@ -46,7 +56,7 @@ fn unheld_name(code: i32) -> Option<&'static str> {
 fn unsupported_type(c: &Ctx, what: &str, code: i32) -> crate::OnnxError {
     match unheld_name(code) {
         Some(n) => c.unsupported(format!(
-            "{what} of element type {n} (only uint8, int8, uint16 and int16 quantization is mapped)"
+            "{what} of element type {n} (the integer types of 16 bits and fewer, the 8-bit floats and float4e2m1 are mapped)"
         )),
         None => c.err(format!(
             "{what} has element type {}, which is not a quantized type",
@@ -141,8 +151,12 @@ pub fn quantize_linear(c: &mut Ctx) -> R<Vec<Value>> {
     } else {
         out_attr.map_or(elem::UINT8, |o| o as i32)
     };
-    let (lo, hi) =
-        quant_range(target).ok_or_else(|| unsupported_type(c, "quantizing to data", target))?;
+    let range = quant_range(target);
+    let float_target = float_quant(target);
+    if range.is_none() && float_target.is_none() {
+        return Err(unsupported_type(c, "quantizing to data", target));
+    }
+    let saturate = c.int("saturate", 1)? != 0;
     let x = c.fvar(0)?;
     let f = c.ty(x).dtype;
     let x_dims = c.ty(x).dims().to_vec();
@@ -164,12 +178,24 @@ pub fn quantize_linear(c: &mut Ctx) -> R<Vec<Value>> {
     let s = spread(c, s, 1, &x_dims, axis, block)?;
     let q = t!(c, c.b.div(x, s))?;
     let q = round_through(c, q, precision)?;
-    let mut r = t!(c, c.b.round(q))?;
+    let mut r = match float_target {
+        Some(_) => q,
+        None => t!(c, c.b.round(q))?,
+    };
     if c.has(2) {
         let z = as_float(c, 2, f)?;
         let z = spread(c, z, 2, &x_dims, axis, block)?;
         r = t!(c, c.b.add(r, z))?;
     }
+    if let Some(d) = float_target {
+        let y = if saturate {
+            t!(c, c.b.convert_saturating(r, d))?
+        } else {
+            t!(c, c.b.convert(r, d))?
+        };
+        return Ok(vec![Value::Var(y)]);
+    }
+    let (lo, hi) = range.expect("an integer quantized type");
     let r = t!(c, c.b.clip(r, lo, hi))?;
     let d = dtype_of(target).expect("quantized types are held");
     Ok(vec![Value::Var(t!(c, c.b.convert(r, d))?)])
@@ -179,7 +205,7 @@ pub fn quantize_linear(c: &mut Ctx) -> R<Vec<Value>> {
 pub fn dequantize_linear(c: &mut Ctx) -> R<Vec<Value>> {
     let (axis, block) = layout(c)?;
     let xe = c.model_elem(0)?;
-    if quant_range(xe).is_none() && xe != elem::INT32 {
+    if quant_range(xe).is_none() && float_quant(xe).is_none() && xe != elem::INT32 {
         return Err(unsupported_type(c, "dequantizing data", xe));
     }
     if c.has(2) && c.model_elem(2)? != xe {

@@ -379,20 +379,30 @@ pub fn range(c: &mut Ctx) -> R<Vec<Value>> {
     konst(Const::floats(s.elem, vec![n], v))
 }
 
-/// Cast and CastLike: `convert` between CatML dtypes (identity when equal).
+/// Cast and CastLike: `convert` between CatML dtypes (identity when equal), into the model's
+/// own type (CastLike's second operand's, before any widening). Out-of-range values saturate
+/// into the 8-bit floats and E8M0 unless `saturate` is 0 (opset 19); E8M0 rounds up, the only
+/// `round_mode` mapped.
 pub fn cast(c: &mut Ctx) -> R<Vec<Value>> {
     let to = if c.node.op_type == "CastLike" {
-        c.elem_dims(1)?.0
+        c.model_elem(1)?
     } else {
         c.int_opt("to")?
             .ok_or_else(|| c.err("attribute `to` is required"))? as i32
     };
-    // A constant operand casts at import, to any element type (CastLike reads only the
-    // second operand's type).
-    // Out-of-range values saturate into the 8-bit floats unless `saturate` is 0 (opset 19).
     let saturate = c.int("saturate", 1)? != 0;
+    if to == elem::FLOAT8E8M0 {
+        let mode = c.string("round_mode", "up")?;
+        if mode != "up" {
+            return Err(c.unsupported(format!(
+                "attribute `round_mode` = \"{mode}\" (only \"up\" is mapped)"
+            )));
+        }
+    }
+    // A constant operand casts at import (CastLike reads only the second operand's type).
     if let Value::Const(k) = c.value(0)? {
-        return konst(crate::fold::cast(k, to, saturate));
+        let k = crate::fold::cast(k, to, saturate).map_err(|e| c.err(e))?;
+        return konst(k);
     }
     let target = dtype_of(to).ok_or_else(|| {
         c.unsupported(format!(

@@ -210,17 +210,17 @@ fn dequantize_per_axis() {
 }
 
 #[test]
-fn float8_quantization_is_unsupported_by_name() {
+fn float6_quantization_is_unsupported_by_name() {
     let m = one_node(
         "QuantizeLinear",
         &[(elem::FLOAT, &[2]), (elem::FLOAT, &[])],
-        vec![int_attr("output_dtype", 17)],
+        vec![int_attr("output_dtype", 27)],
         1,
         21,
     );
     let e = import_bound(&m, &Shapes::new(), &Bound::new(), None).unwrap_err();
     assert!(e.is_unsupported(), "{e}");
-    assert!(e.to_string().contains("float8e4m3fn"), "{e}");
+    assert!(e.to_string().contains("float6e2m3"), "{e}");
 }
 
 #[test]

@@ -16,3 +16,4 @@ mod import_quant;
 mod import_recurrent;
 mod import_training;
 mod storage_dtypes;
+mod sub_byte;
