@@ -234,6 +234,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sub_byte_dtypes_round_trip_and_refuse_what_they_cannot_hold() {
+        for text in [
+            r#"{"dtype":"i4","shape":[3],"data":[-8,0,7]}"#,
+            r#"{"dtype":"u2","shape":[2],"data":[0,3]}"#,
+            r#"{"dtype":"f4e2m1","shape":[3],"data":[-6.0,0.5,1.5]}"#,
+            r#"{"dtype":"f8e8m0","shape":[2],"data":[0.25,"nan"]}"#,
+        ] {
+            let t: Tensor = serde_json::from_str(text).unwrap();
+            let back: Tensor = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+            assert_eq!(
+                serde_json::to_string(&back).unwrap(),
+                serde_json::to_string(&t).unwrap()
+            );
+        }
+        for bad in [
+            r#"{"dtype":"i4","shape":[1],"data":[8]}"#,
+            r#"{"dtype":"u2","shape":[1],"data":[-1]}"#,
+            r#"{"dtype":"f4e2m1","shape":[1],"data":[7]}"#,
+            r#"{"dtype":"f8e8m0","shape":[1],"data":[0]}"#,
+        ] {
+            let e = serde_json::from_str::<Tensor>(bad).unwrap_err().to_string();
+            assert!(e.starts_with("data[0]"), "{e}");
+        }
+    }
+
+    #[test]
     fn round_trips_and_defaults_to_f64() {
         let t: Tensor = serde_json::from_str(r#"{"shape": [2], "data": [1, 2.5]}"#).unwrap();
         assert_eq!(t, Tensor::f64([2], vec![1.0, 2.5]).unwrap());

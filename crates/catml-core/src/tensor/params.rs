@@ -277,3 +277,25 @@ fn stored_dtype(d: Dtype) -> Option<DType> {
         .map(|(d, _)| *d)
         .filter(|d| d.is_storage())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sub_byte_tensors_are_refused_by_name_and_e8m0_round_trips() {
+        let mut p = Params::new();
+        let four = Tensor::i64([2], vec![-1, 7])
+            .unwrap()
+            .convert(DType::I4)
+            .unwrap();
+        p.insert("q", four);
+        let e = p.to_safetensors().unwrap_err().to_string();
+        assert!(e.contains("`q`") && e.contains("i4"), "{e}");
+        let mut p = Params::new();
+        let scale = Tensor::f32([2], vec![0.5, 8.0]).unwrap();
+        p.insert("s", scale.convert(DType::F8E8M0).unwrap());
+        let back = Params::from_safetensors(&p.to_safetensors().unwrap()).unwrap();
+        assert_eq!(back, p);
+    }
+}

@@ -482,3 +482,66 @@ pub(crate) fn is_sub_byte_int(d: DType) -> bool {
 fn array<T: Clone>(shape: Shape, data: impl Iterator<Item = T>) -> Array<T> {
     Array::from_parts(shape, data.collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sub_byte_value_has_one_byte_and_reads_back() {
+        for (d, lo, hi) in [
+            (DType::I4, -8, 7),
+            (DType::U4, 0, 15),
+            (DType::I2, -2, 1),
+            (DType::U2, 0, 3),
+        ] {
+            let values: Vec<i128> = (lo..=hi).collect();
+            let n = values.len();
+            let s = Stored::from_ints(d, Shape::new(vec![n]), &values);
+            let bytes = s.to_le_bytes();
+            // Signed values are their two's complement byte: -1 is 0xff.
+            let want: Vec<u8> = values.iter().map(|&v| v as i8 as u8).collect();
+            assert_eq!(bytes, want, "{d}");
+            let back = Stored::from_le_bytes(d, Shape::new(vec![n]), &bytes).unwrap();
+            assert_eq!(
+                back.to_f64_vec(),
+                values.iter().map(|&v| v as f64).collect::<Vec<_>>()
+            );
+        }
+        // Every E2M1 pattern is a byte below 16; E8M0 takes every byte.
+        let codes: Vec<u8> = (0..16).collect();
+        let e = Stored::from_le_bytes(DType::F4E2M1, Shape::new(vec![16]), &codes).unwrap();
+        assert_eq!(e.to_le_bytes(), codes);
+        assert_eq!(e.to_f64_vec()[7], 6.0);
+        let all: Vec<u8> = (0..=255).collect();
+        let m = Stored::from_le_bytes(DType::F8E8M0, Shape::new(vec![256]), &all).unwrap();
+        assert_eq!(m.to_le_bytes(), all);
+        assert_eq!(m.count_non_finite(), 1);
+    }
+
+    #[test]
+    fn bytes_outside_a_sub_byte_dtype_are_refused_by_element() {
+        let one = |d, b: u8| Stored::from_le_bytes(d, Shape::new(vec![2]), &[0, b]);
+        for (d, bad) in [
+            (DType::I4, 0x08),
+            (DType::I4, 0xf7),
+            (DType::U4, 0x10),
+            (DType::I2, 0x02),
+            (DType::U2, 0x04),
+            (DType::F4E2M1, 0x10),
+        ] {
+            let e = one(d, bad).err().expect("a refused byte").to_string();
+            assert!(e.starts_with("element 1:") && e.contains(d.as_str()), "{e}");
+        }
+        assert!(one(DType::I4, 0xf8).is_ok(), "-8");
+    }
+
+    #[test]
+    fn full_saturates_one_value_into_every_dtype() {
+        let s = |d, v| Stored::full(d, Shape::new(vec![2]), v).to_f64_vec();
+        assert_eq!(s(DType::I4, -100.0), [-8.0, -8.0]);
+        assert_eq!(s(DType::U2, f64::NAN), [0.0, 0.0]);
+        assert_eq!(s(DType::F4E2M1, 2.6), [3.0, 3.0]);
+        assert_eq!(s(DType::U8, 255.9), [255.0, 255.0]);
+    }
+}

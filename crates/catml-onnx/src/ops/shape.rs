@@ -399,17 +399,17 @@ pub fn cast(c: &mut Ctx) -> R<Vec<Value>> {
             )));
         }
     }
-    // A constant operand casts at import (CastLike reads only the second operand's type).
-    if let Value::Const(k) = c.value(0)? {
-        let k = crate::fold::cast(k, to, saturate).map_err(|e| c.err(e))?;
-        return konst(k);
-    }
     let target = dtype_of(to).ok_or_else(|| {
         c.unsupported(format!(
             "cast to {}, which the CatML tensor layer does not hold",
             elem::name(to)
         ))
     })?;
+    // A constant operand casts at import (CastLike reads only the second operand's type).
+    if let Value::Const(k) = c.value(0)? {
+        let k = crate::fold::cast(k, to, saturate).map_err(|e| c.err(e))?;
+        return konst(k);
+    }
     c.dtype(0)?;
     let x = c.var(0)?;
     if c.ty(x).dtype == target {

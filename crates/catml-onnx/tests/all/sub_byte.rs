@@ -243,3 +243,35 @@ fn packing_that_disagrees_with_the_dims_is_a_typed_error() {
     let e = import_err(&cast_init(packed(FLOAT6E2M3, &[1], &[0]), FLOAT));
     assert!(e.contains("data_type") && e.contains("27"), "{e}");
 }
+
+#[test]
+fn exported_sub_byte_parameters_pack_and_import_back() {
+    use catml_core::ir::{Builder, InputKind};
+    use catml_core::prim::Ops;
+    use catml_core::tensor::{Params, TensorType};
+    use catml_onnx::{decode_model, export, ExportOptions};
+    use prost::Message;
+
+    let mut b = Builder::new();
+    let q = b
+        .input("q", TensorType::new(DType::I4, vec![5]), InputKind::Param)
+        .unwrap();
+    let y = b.convert(q, DType::F32).unwrap();
+    let p = b.finish(&[y]).unwrap();
+    let values = Tensor::i64([5], vec![-1, 7, -8, 0, -6])
+        .unwrap()
+        .convert(DType::I4)
+        .unwrap();
+    let mut params = Params::new();
+    params.insert("q", values);
+    let e = export(&p, &params, &ExportOptions::default()).unwrap();
+    let init = &e.model.graph.as_ref().unwrap().initializer[0];
+    // Two to a byte, low nibble first: the same bytes as the packed reading test.
+    assert_eq!(
+        (init.data_type, &init.raw_data[..]),
+        (INT4, &[0x7f, 0x08, 0x0a][..])
+    );
+    let back = decode_model(&e.model.encode_to_vec()).unwrap();
+    let y = run(&back, vec![]);
+    assert_eq!(y.to_f64_vec(), [-1.0, 7.0, -8.0, 0.0, -6.0]);
+}
