@@ -102,3 +102,47 @@ pub fn dense_relu() -> ModelProto {
         ],
     )
 }
+
+pub fn float_attr(name: &str, v: f32) -> AttributeProto {
+    AttributeProto {
+        name: name.to_string(),
+        r#type: AttributeType::Float as i32,
+        f: v,
+        ..Default::default()
+    }
+}
+
+/// An f32 tensor.
+pub fn f(dims: &[usize], v: &[f32]) -> catml_core::tensor::Tensor {
+    catml_core::tensor::Tensor::f32(dims.to_vec(), v.to_vec()).unwrap()
+}
+
+/// The model's outputs for the graph inputs `args` in order (initializers bound by name),
+/// evaluated with non-finite values flowing as IEEE arithmetic makes them, as ONNX has them.
+pub fn outputs(
+    m: &ModelProto,
+    args: Vec<catml_core::tensor::Tensor>,
+) -> Vec<catml_core::tensor::Tensor> {
+    use catml_core::interp::{eval_with_options, EvalOptions};
+    let im = catml_onnx::import(m, &catml_onnx::Shapes::new(), None).unwrap();
+    let mut given = args.into_iter();
+    let args: Vec<_> = im
+        .program
+        .inputs()
+        .iter()
+        .map(|i| match im.params.get(&i.name) {
+            Some(t) => t.clone(),
+            None => given.next().expect("an argument for each graph input"),
+        })
+        .collect();
+    let opts = EvalOptions {
+        check_non_finite: false,
+        ..EvalOptions::default()
+    };
+    eval_with_options(&im.program, &args, opts).unwrap()
+}
+
+/// The model's first output (see [`outputs`]).
+pub fn run(m: &ModelProto, args: Vec<catml_core::tensor::Tensor>) -> catml_core::tensor::Tensor {
+    outputs(m, args).remove(0)
+}

@@ -2,7 +2,6 @@
 //! Cast import with ONNX semantics (values checked against hand-computed results).
 
 use crate::common::*;
-use catml_core::interp::{eval_with_options, EvalOptions};
 use catml_core::tensor::Tensor;
 use catml_onnx::proto::{AttributeProto, ModelProto, NodeProto};
 use catml_onnx::{import, Shapes};
@@ -32,21 +31,6 @@ fn one_node(
         vec![value_info("y", out_elem, &[])],
         vec![],
     )
-}
-
-fn run(m: &ModelProto, args: Vec<Tensor>) -> Tensor {
-    let im = import(m, &Shapes::new(), None).unwrap();
-    let opts = EvalOptions {
-        check_non_finite: false,
-        ..EvalOptions::default()
-    };
-    eval_with_options(&im.program, &args, opts)
-        .unwrap()
-        .remove(0)
-}
-
-fn f(dims: &[usize], v: &[f32]) -> Tensor {
-    Tensor::f32(dims.to_vec(), v.to_vec()).unwrap()
 }
 
 fn b(dims: &[usize], v: &[bool]) -> Tensor {

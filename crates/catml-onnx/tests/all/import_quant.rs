@@ -71,10 +71,6 @@ fn ints(t: &Tensor) -> Vec<i64> {
         .to_vec()
 }
 
-fn f(dims: &[usize], v: &[f32]) -> Tensor {
-    Tensor::f32(dims.to_vec(), v.to_vec()).unwrap()
-}
-
 #[test]
 fn bit_shifts_wrap_to_the_element_type() {
     let m = one_node(

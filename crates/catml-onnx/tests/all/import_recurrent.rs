@@ -69,15 +69,6 @@ fn strs_attr(name: &str, v: &[&str]) -> AttributeProto {
     }
 }
 
-fn float_attr(name: &str, v: f32) -> AttributeProto {
-    AttributeProto {
-        name: name.to_string(),
-        r#type: AttributeType::Float as i32,
-        f: v,
-        ..Default::default()
-    }
-}
-
 pub fn ints_init(name: &str, elem: i32, dims: &[i64], v: &[i64]) -> TensorProto {
     TensorProto {
         name: name.to_string(),

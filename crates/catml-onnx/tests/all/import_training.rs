@@ -4,24 +4,13 @@
 
 use crate::common::*;
 use crate::import_recurrent::{ints_init, str_attr};
-use catml_core::interp::eval;
 use catml_core::tensor::Tensor;
 use catml_onnx::proto::{
-    attribute_proto::AttributeType, AttributeProto, ModelProto, NodeProto, OperatorSetIdProto,
-    ValueInfoProto,
+    AttributeProto, ModelProto, NodeProto, OperatorSetIdProto, ValueInfoProto,
 };
 use catml_onnx::{import, Shapes};
 
 const TRAINING: &str = "ai.onnx.preview.training";
-
-fn float_attr(name: &str, v: f32) -> AttributeProto {
-    AttributeProto {
-        name: name.to_string(),
-        r#type: AttributeType::Float as i32,
-        f: v,
-        ..Default::default()
-    }
-}
 
 fn in_domain(domain: &str, mut n: NodeProto, attrs: Vec<AttributeProto>) -> NodeProto {
     n.domain = domain.to_string();
@@ -40,10 +29,6 @@ fn only(domain: &str, v: i64, n: NodeProto, inputs: Vec<ValueInfoProto>) -> Mode
     m
 }
 
-fn f(dims: &[usize], v: &[f32]) -> Tensor {
-    Tensor::f32(dims.to_vec(), v.to_vec()).unwrap()
-}
-
 fn close(got: &Tensor, want: &[f64], what: &str) {
     for (k, (a, b)) in got.to_f64_vec().iter().zip(want).enumerate() {
         assert!(
@@ -58,11 +43,6 @@ fn inputs(names: &[&str]) -> Vec<ValueInfoProto> {
     let mut v = vec![value_info("R", 1, &[]), value_info("T", 7, &[])];
     v.extend(names.iter().map(|n| value_info(n, 1, &[2])));
     v
-}
-
-fn run(m: &ModelProto, args: Vec<Tensor>) -> Vec<Tensor> {
-    let im = import(m, &Shapes::new(), None).unwrap();
-    eval(&im.program, &args).unwrap()
 }
 
 #[test]
@@ -80,7 +60,7 @@ fn adagrad_follows_its_specification() {
     let m = only(TRAINING, 1, n, inputs(&["X", "G", "H"]));
     let (x, g, h) = ([1.0f64, -2.0], [0.5f64, 0.25], [0.3f64, 0.0]);
     let t = 3i64;
-    let got = run(
+    let got = outputs(
         &m,
         vec![
             f(&[], &[r as f32]),
@@ -146,7 +126,7 @@ fn adam_with_two_tensors_and_the_first_step_uncorrected() {
                 args.push(f(&[2], &[row[0] as f32, row[1] as f32]));
             }
         }
-        let got = run(&m, args);
+        let got = outputs(&m, args);
         let rate = if t > 0 {
             0.5 * (1.0 - b.powi(t as i32)).sqrt() / (1.0 - a.powi(t as i32))
         } else {
@@ -197,7 +177,7 @@ fn momentum_standard_and_nesterov_with_t_known_or_a_program_value() {
             }
             // T as a graph input (a program value).
             let m = only(TRAINING, 1, n.clone(), inputs(&["X", "G", "V"]));
-            let got = run(
+            let got = outputs(
                 &m,
                 vec![
                     f(&[], &[0.25]),
@@ -214,7 +194,7 @@ fn momentum_standard_and_nesterov_with_t_known_or_a_program_value() {
             let g = m.graph.as_mut().unwrap();
             g.input.remove(1);
             g.initializer.push(ints_init("T", 7, &[], &[t]));
-            let got = run(
+            let got = outputs(
                 &m,
                 vec![
                     f(&[], &[0.25]),
@@ -289,7 +269,7 @@ fn binarizer_and_array_feature_extractor() {
         vec![float_attr("threshold", 1.0)],
     );
     let m = only(ML, 1, n, vec![value_info("X", 1, &[4])]);
-    let got = run(&m, vec![f(&[4], &[0.5, 1.0, 1.5, -3.0])]);
+    let got = outputs(&m, vec![f(&[4], &[0.5, 1.0, 1.5, -3.0])]);
     assert_eq!(got[0].to_f64_vec(), [0.0, 0.0, 1.0, 0.0]);
     // Indices along the last axis; a 1-D input gives one row.
     let n = in_domain(
@@ -303,7 +283,7 @@ fn binarizer_and_array_feature_extractor() {
         .unwrap()
         .initializer
         .push(ints_init("i", 7, &[2], &[2, -3]));
-    let got = run(&m, vec![f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]);
+    let got = outputs(&m, vec![f(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])]);
     assert_eq!(got[0].dims(), &[2, 2]);
     assert_eq!(got[0].to_f64_vec(), [3.0, 1.0, 6.0, 4.0]);
     let n = in_domain(
@@ -317,7 +297,7 @@ fn binarizer_and_array_feature_extractor() {
         .unwrap()
         .initializer
         .push(ints_init("i", 7, &[1], &[1]));
-    let got = run(&m, vec![f(&[3], &[7.0, 8.0, 9.0])]);
+    let got = outputs(&m, vec![f(&[3], &[7.0, 8.0, 9.0])]);
     assert_eq!(got[0].dims(), &[1, 1]);
     assert_eq!(got[0].to_f64_vec(), [8.0]);
     // An index past the axis.

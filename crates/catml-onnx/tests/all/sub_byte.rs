@@ -4,7 +4,6 @@
 //! hand from `docs/dtypes.md`'s rules (which follow the ONNX reference implementation).
 
 use crate::common::*;
-use catml_core::interp::{eval_with_options, EvalOptions};
 use catml_core::tensor::{DType, Tensor};
 use catml_onnx::proto::{attribute_proto::AttributeType, AttributeProto, ModelProto, TensorProto};
 use catml_onnx::{import, Shapes};
@@ -23,28 +22,6 @@ const FLOAT6E2M3: i32 = 27;
 fn opset25(mut m: ModelProto) -> ModelProto {
     m.opset_import[0].version = 25;
     m
-}
-
-/// The first output, for the graph inputs `args` in order (initializers bound by name).
-fn run(m: &ModelProto, args: Vec<Tensor>) -> Tensor {
-    let im = import(m, &Shapes::new(), None).unwrap();
-    let mut given = args.into_iter();
-    let args: Vec<Tensor> = im
-        .program
-        .inputs()
-        .iter()
-        .map(|i| match im.params.get(&i.name) {
-            Some(t) => t.clone(),
-            None => given.next().expect("an argument for each graph input"),
-        })
-        .collect();
-    let opts = EvalOptions {
-        check_non_finite: false,
-        ..EvalOptions::default()
-    };
-    eval_with_options(&im.program, &args, opts)
-        .unwrap()
-        .remove(0)
 }
 
 fn import_err(m: &ModelProto) -> String {
