@@ -262,16 +262,27 @@ fn scalar(c: &mut Ctx, i: usize, dtype: DType) -> R<Var> {
 /// QLinearMatMul: y = clip(round((a - a_zp)(b - b_zp) · a_scale b_scale / y_scale) + y_zp),
 /// the integer product exact in f64, the factor in the scales' type.
 pub fn qlinear_matmul(c: &mut Ctx) -> R<Vec<Value>> {
+    // The schema's types are int8, uint8 and the 8-bit floats; the integers are mapped.
+    let range = |e: i32| quant_range(e).filter(|_| matches!(e, elem::UINT8 | elem::INT8));
+    let refuse = |c: &Ctx, what: &str, e: i32| match float_quant(e) {
+        Some(d) if d != DType::F4E2M1 => c.unsupported(format!(
+            "{what} of element type {d} (int8 and uint8 are mapped)"
+        )),
+        _ => c.err(format!(
+            "{what} has element type {}; QLinearMatMul takes int8, uint8 or an 8-bit float",
+            elem::name(e)
+        )),
+    };
     let ae = c.model_elem(0)?;
-    if quant_range(ae).is_none() {
-        return Err(unsupported_type(c, "input a", ae));
+    if range(ae).is_none() {
+        return Err(refuse(c, "input a", ae));
     }
     let be = c.model_elem(3)?;
-    if quant_range(be).is_none() {
-        return Err(unsupported_type(c, "input b", be));
+    if range(be).is_none() {
+        return Err(refuse(c, "input b", be));
     }
     let ye = if c.has(7) { c.model_elem(7)? } else { ae };
-    let (lo, hi) = quant_range(ye).ok_or_else(|| unsupported_type(c, "the output", ye))?;
+    let (lo, hi) = range(ye).ok_or_else(|| refuse(c, "the output", ye))?;
     let sf = c.dtype(1)?;
     if !sf.is_float() {
         return Err(c.err(format!("a_scale has dtype {sf}, expected a float")));

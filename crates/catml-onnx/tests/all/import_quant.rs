@@ -256,6 +256,36 @@ fn qlinear_matmul_requantizes_the_integer_product() {
 }
 
 #[test]
+fn qlinear_matmul_refuses_types_outside_its_schema() {
+    for (code, name) in [(elem::INT4, "int4"), (elem::INT16, "int16")] {
+        let m = one_node(
+            "QLinearMatMul",
+            &[
+                (code, &[1, 2]),
+                (elem::FLOAT, &[]),
+                (code, &[]),
+                (elem::UINT8, &[2, 1]),
+                (elem::FLOAT, &[]),
+                (elem::UINT8, &[]),
+                (elem::FLOAT, &[]),
+                (elem::UINT8, &[]),
+            ],
+            vec![],
+            1,
+            21,
+        );
+        let e = import_bound(&m, &Shapes::new(), &Bound::new(), None).unwrap_err();
+        assert!(!e.is_unsupported(), "{e}");
+        assert!(
+            e.to_string().contains(&format!(
+                "input a has element type {name}; QLinearMatMul takes"
+            )),
+            "{e}"
+        );
+    }
+}
+
+#[test]
 fn dynamic_quantize_spans_zero_and_the_extremes() {
     let m = one_node(
         "DynamicQuantizeLinear",
