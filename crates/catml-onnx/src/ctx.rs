@@ -186,6 +186,23 @@ impl<'a> Ctx<'a> {
         self.var(i)
     }
 
+    /// Operand `i` as a program value of a float dtype or i64 (the integer types compute in
+    /// i64, `storage.rs`); `ordered` refuses uint64, whose values past 2^63 wrap to negative
+    /// i64 values, for mappings that order, divide or take signs.
+    pub fn nvar(&mut self, i: usize, ordered: bool) -> R<Var> {
+        let d = self.dtype(i)?;
+        if d == DType::I64 {
+            if ordered && self.model_elem(i)? == crate::konst::elem::UINT64 {
+                return Err(self.unsupported(format!(
+                    "input {i} is uint64, which this mapping would order as i64 (values past \
+                     2^63 wrap to negative)"
+                )));
+            }
+            return self.var(i);
+        }
+        self.fvar(i)
+    }
+
     // Attributes.
 
     pub fn attr(&self, name: &str) -> Option<&'a AttributeProto> {
@@ -324,8 +341,8 @@ impl<'a> Ctx<'a> {
         self.b.ty(v).clone()
     }
 
-    /// `v` broadcast (numpy rules, leading axes added) to `dims`. The core broadcasts floats;
-    /// a bool goes through f32 and back (exact), an i64 program value is unsupported.
+    /// `v` broadcast (numpy rules, leading axes added) to `dims`. The core broadcasts floats
+    /// and i64; a bool goes through f32 and back (exact).
     pub fn expand_to(&mut self, v: Var, dims: &[usize]) -> R<Var> {
         let ty = self.ty(v);
         if ty.dims() == dims {
@@ -338,9 +355,6 @@ impl<'a> Ctx<'a> {
         let offset = dims.len() - r;
         let map: Vec<usize> = (offset..dims.len()).collect();
         match ty.dtype {
-            DType::I64 => Err(self.unsupported(format!(
-                "broadcasting an i64 program value {ty} to {dims:?}"
-            ))),
             DType::Bool => {
                 let f = self
                     .b

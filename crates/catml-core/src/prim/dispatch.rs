@@ -28,6 +28,19 @@ pub fn float_operand(inputs: &[TensorType], i: usize) -> Result<(), TypeError> {
     }
 }
 
+/// Operand `i` has a float dtype or i64 (the dtypes that sum and broadcast take).
+pub fn number_operand(inputs: &[TensorType], i: usize) -> Result<(), TypeError> {
+    if inputs[i].dtype.is_float() || inputs[i].dtype == DType::I64 {
+        Ok(())
+    } else {
+        Err(TypeError::DType {
+            index: i,
+            expected: "f32, f64 or i64".to_string(),
+            found: inputs[i].dtype,
+        })
+    }
+}
+
 /// Two float operands of one type (explicit broadcasting: no shape promotion).
 pub fn same_float_pair(inputs: &[TensorType]) -> Result<TensorType, TypeError> {
     arity(inputs, 2)?;

@@ -246,6 +246,12 @@ impl Element for i64 {
         *self > 0
     }
 }
+/// i64 arithmetic modulo 2^64, for kernels that add or multiply i64 values (`docs/dtypes.md`).
+impl Element for std::num::Wrapping<i64> {
+    fn gt_zero(&self) -> bool {
+        self.0 > 0
+    }
+}
 impl Element for crate::tensor::Rational {
     fn gt_zero(&self) -> bool {
         num_traits::Signed::is_positive(self)

@@ -9,6 +9,16 @@ use crate::ctx::{broadcast_dims, Ctx, Value, R};
 /// Both operands of a binary operator, broadcast to their common shape.
 pub fn operands2(c: &mut Ctx, i: usize, j: usize) -> R<(Var, Var)> {
     let (a, b) = (c.fvar(i)?, c.fvar(j)?);
+    broadcast2(c, a, b)
+}
+
+/// As [`operands2`], taking i64 program values too (`ordered`: see [`Ctx::nvar`]).
+pub fn number_operands2(c: &mut Ctx, i: usize, j: usize, ordered: bool) -> R<(Var, Var)> {
+    let (a, b) = (c.nvar(i, ordered)?, c.nvar(j, ordered)?);
+    broadcast2(c, a, b)
+}
+
+fn broadcast2(c: &mut Ctx, a: Var, b: Var) -> R<(Var, Var)> {
     let (ta, tb) = (c.ty(a), c.ty(b));
     if ta.dtype != tb.dtype {
         return Err(c.err(format!(
@@ -22,17 +32,17 @@ pub fn operands2(c: &mut Ctx, i: usize, j: usize) -> R<(Var, Var)> {
 }
 
 pub fn add(c: &mut Ctx) -> R<Vec<Value>> {
-    let (a, b) = operands2(c, 0, 1)?;
+    let (a, b) = number_operands2(c, 0, 1, false)?;
     Ok(vec![Value::Var(t!(c, c.b.add(a, b))?)])
 }
 
 pub fn sub(c: &mut Ctx) -> R<Vec<Value>> {
-    let (a, b) = operands2(c, 0, 1)?;
+    let (a, b) = number_operands2(c, 0, 1, false)?;
     Ok(vec![Value::Var(t!(c, c.b.sub(a, b))?)])
 }
 
 pub fn mul(c: &mut Ctx) -> R<Vec<Value>> {
-    let (a, b) = operands2(c, 0, 1)?;
+    let (a, b) = number_operands2(c, 0, 1, false)?;
     Ok(vec![Value::Var(t!(c, c.b.mul(a, b))?)])
 }
 
@@ -41,8 +51,9 @@ pub fn div_vars(c: &mut Ctx, a: Var, b: Var) -> R<Var> {
     t!(c, c.b.div(a, b))
 }
 
+/// Div; on integers it truncates toward zero, as ONNX says (the core's i64 `div`).
 pub fn div(c: &mut Ctx) -> R<Vec<Value>> {
-    let (a, b) = operands2(c, 0, 1)?;
+    let (a, b) = number_operands2(c, 0, 1, true)?;
     Ok(vec![Value::Var(div_vars(c, a, b)?)])
 }
 
@@ -65,10 +76,20 @@ pub fn variadic(c: &mut Ctx) -> R<Vec<Value>> {
         let d = c.dims(i)?;
         dims = broadcast_dims(&dims, &d).ok_or_else(|| c.err("inputs do not broadcast"))?;
     }
-    let v0 = c.fvar(0)?;
+    // Max, Min and Sum are defined on integers too; Mean divides in floats.
+    let int = c.node.op_type != "Mean";
+    let ordered = c.node.op_type != "Sum";
+    let operand = |c: &mut Ctx, i: usize| {
+        if int {
+            c.nvar(i, ordered)
+        } else {
+            c.fvar(i)
+        }
+    };
+    let v0 = operand(c, 0)?;
     let mut acc = c.expand_to(v0, &dims)?;
     for i in 1..n {
-        let v = c.fvar(i)?;
+        let v = operand(c, i)?;
         let v = c.expand_to(v, &dims)?;
         acc = match c.node.op_type.as_str() {
             "Max" => max2(c, acc, v)?,
@@ -200,12 +221,10 @@ fn pow_general(c: &mut Ctx, x: Var, y: Var) -> R<Var> {
 /// divisor's sign). A zero divisor gives NaN; an infinite one gives a, or for `fmod = 0` with
 /// a nonzero a of the other sign, b itself (a + b).
 pub fn modulo(c: &mut Ctx) -> R<Vec<Value>> {
-    if !c.dtype(0)?.is_float() {
-        return Err(
-            c.unsupported("integer Mod of program values (CatML folds integer arithmetic only)")
-        );
-    }
     let fmod = c.int("fmod", 0)? == 1;
+    if c.dtype(0)? == catml_core::tensor::DType::I64 {
+        return int_modulo(c, fmod);
+    }
     let (a, b) = operands2(c, 0, 1)?;
     let full =
         |c: &mut Ctx, v: f64, like: Var| c.b.full_like(v, like).map_err(|er| c.err(er.to_string()));
@@ -247,6 +266,28 @@ pub fn modulo(c: &mut Ctx) -> R<Vec<Value>> {
     Ok(vec![Value::Var(t!(c, c.b.select(b_zero, nan, y))?)])
 }
 
+/// Integer Mod: r = a - trunc(a / b) b has the dividend's sign (`fmod = 1`); for `fmod = 0`
+/// a nonzero r whose sign differs from b's becomes r + b (the divisor's sign). A zero divisor is
+/// the core `div`'s domain error.
+fn int_modulo(c: &mut Ctx, fmod: bool) -> R<Vec<Value>> {
+    let (a, b) = number_operands2(c, 0, 1, true)?;
+    let q = t!(c, c.b.div(a, b))?;
+    let qb = t!(c, c.b.mul(q, b))?;
+    let r = t!(c, c.b.sub(a, qb))?;
+    if fmod {
+        return Ok(vec![Value::Var(r)]);
+    }
+    let zero = c.full(0.0, catml_core::tensor::DType::I64, c.ty(r).dims())?;
+    let r_neg = t!(c, c.b.less(r, zero))?;
+    let b_neg = t!(c, c.b.less(b, zero))?;
+    let differ = t!(c, c.b.logical_xor(r_neg, b_neg))?;
+    let r_zero = t!(c, c.b.equal(r, zero))?;
+    let r_nonzero = t!(c, c.b.logical_not(r_zero))?;
+    let flip = t!(c, c.b.logical_and(differ, r_nonzero))?;
+    let rb = t!(c, c.b.add(r, b))?;
+    Ok(vec![Value::Var(t!(c, c.b.select(flip, rb, r))?)])
+}
+
 /// PRelu: relu(x) - slope · relu(-x), slope broadcast to x.
 pub fn prelu(c: &mut Ctx) -> R<Vec<Value>> {
     let (x, s) = operands2(c, 0, 1)?;
@@ -259,9 +300,32 @@ pub fn prelu(c: &mut Ctx) -> R<Vec<Value>> {
 
 /// Unary operators; `name` is the ONNX op type.
 pub fn unary(c: &mut Ctx) -> R<Vec<Value>> {
+    if c.dtype(0)? == catml_core::tensor::DType::I64 {
+        return int_unary(c);
+    }
     let x = c.fvar(0)?;
     let op = c.node.op_type.clone();
     let y = unary_var(c, &op, x)?;
+    Ok(vec![Value::Var(y)])
+}
+
+/// Neg, Abs, Sign and Relu of an i64 program value (the core's integer kernels; |i64::MIN|
+/// and -i64::MIN wrap to i64::MIN); other unary operators need a float.
+fn int_unary(c: &mut Ctx) -> R<Vec<Value>> {
+    let op = c.node.op_type.clone();
+    if !matches!(op.as_str(), "Neg" | "Abs" | "Sign" | "Relu") {
+        return Err(c.unsupported(format!("input 0 has dtype i64; {op} needs a float")));
+    }
+    let x = c.nvar(0, op != "Neg")?;
+    let y = match op.as_str() {
+        "Neg" => t!(c, c.b.neg(x))?,
+        "Abs" => t!(c, c.b.abs(x))?,
+        "Sign" => t!(c, c.b.sign(x))?,
+        _ => {
+            let zero = c.full(0.0, catml_core::tensor::DType::I64, c.ty(x).dims())?;
+            t!(c, c.b.maximum(x, zero))?
+        }
+    };
     Ok(vec![Value::Var(y)])
 }
 
@@ -472,6 +536,10 @@ pub fn unary_var(c: &mut Ctx, op: &str, x: Var) -> R<Var> {
 
 /// Clip: bounds as attributes (opset < 11) or known inputs.
 pub fn clip(c: &mut Ctx) -> R<Vec<Value>> {
+    if c.dtype(0)? == catml_core::tensor::DType::I64 {
+        let x = c.nvar(0, true)?;
+        return clip_inputs(c, x);
+    }
     let x = c.fvar(0)?;
     let (lo, hi) = if c.opset < 11 {
         (
@@ -504,7 +572,11 @@ fn clip_inputs(c: &mut Ctx, x: Var) -> R<Vec<Value>> {
         if c.dims(i)?.iter().product::<usize>() != 1 {
             return Err(c.err(format!("{name} (input {i}) must be a scalar")));
         }
-        let v = c.fvar(i)?;
+        let v = if c.ty(x).dtype == catml_core::tensor::DType::I64 {
+            int_bound(c, i)?
+        } else {
+            c.fvar(i)?
+        };
         let r = c.ty(v).rank();
         let v = if r > 0 {
             t!(c, c.b.reshape(v, Vec::<usize>::new()))?
@@ -519,6 +591,21 @@ fn clip_inputs(c: &mut Ctx, x: Var) -> R<Vec<Value>> {
         };
     }
     Ok(vec![Value::Var(y)])
+}
+
+/// An i64 Clip bound: a program value, or a known one (integer data or, through
+/// `int_data`, its exact f64 reading) as an i64 constant.
+fn int_bound(c: &mut Ctx, i: usize) -> R<Var> {
+    let Some(k) = c.known(i) else {
+        return c.nvar(i, true);
+    };
+    let v: Vec<i64> = if k.is_float() {
+        k.as_f64s().iter().map(|&f| f as i64).collect()
+    } else {
+        k.as_i64s()
+    };
+    let t = catml_core::tensor::Tensor::i64(k.dims.clone(), v).map_err(|e| c.err(e.to_string()))?;
+    t!(c, c.b.constant(t))
 }
 
 /// Identity: the output is the input.

@@ -58,14 +58,14 @@ pub(super) fn apply_along(
 /// CumSum(x, axis) with `exclusive` and `reverse`: y_i = sum of x_j over j <= i (j < i when
 /// exclusive; j >= i or j > i when reversed).
 pub fn cumsum(c: &mut Ctx) -> R<Vec<Value>> {
-    let x = c.fvar(0)?;
+    let x = c.nvar(0, false)?;
     let r = c.ty(x).rank();
     let a = c.need_known(1, "axis")?.as_i64s();
     let axis = c.axis(*a.first().ok_or_else(|| c.err("axis is empty"))?, r)?;
     let exclusive = c.int("exclusive", 0)? != 0;
     let reverse = c.int("reverse", 0)? != 0;
     let n = c.ty(x).dims()[axis];
-    let m: Vec<f64> = (0..n * n)
+    let m: Vec<i64> = (0..n * n)
         .map(|p| {
             let (i, j) = (p / n, p % n);
             let keep = match (reverse, exclusive) {
@@ -74,10 +74,33 @@ pub fn cumsum(c: &mut Ctx) -> R<Vec<Value>> {
                 (true, false) => j >= i,
                 (true, true) => j > i,
             };
-            keep as i64 as f64
+            keep as i64
         })
         .collect();
+    if c.ty(x).dtype == catml_core::tensor::DType::I64 {
+        return Ok(vec![Value::Var(int_cumsum(c, x, axis, m)?)]);
+    }
+    let m: Vec<f64> = m.into_iter().map(|k| k as f64).collect();
     Ok(vec![Value::Var(apply_along(c, x, axis, &m, n, None)?)])
+}
+
+/// An i64 cumulative sum: y[.., i, ..] = Σ_j m[i, j] x[.., j, ..], as the sum over a new axis
+/// of x broadcast beside the 0/1 matrix m (exact, wrapping modulo 2^64 like i64 addition).
+fn int_cumsum(c: &mut Ctx, x: Var, axis: usize, m: Vec<i64>) -> R<Var> {
+    let dims = c.ty(x).dims().to_vec();
+    let n = dims[axis];
+    let mut wide = dims.clone();
+    wide.insert(axis, n);
+    // x's axis t lands on t, or t + 1 from the summed axis on.
+    let map: Vec<usize> = (0..dims.len())
+        .map(|t| if t < axis { t } else { t + 1 })
+        .collect();
+    let xb = t!(c, c.b.broadcast(x, wide.clone(), map))?;
+    let mt = Tensor::i64([n, n], m).map_err(|e| c.err(e.to_string()))?;
+    let mv = t!(c, c.b.constant(mt))?;
+    let mb = t!(c, c.b.broadcast(mv, wide, vec![axis, axis + 1]))?;
+    let p = t!(c, c.b.mul(xb, mb))?;
+    t!(c, c.b.sum(p, Some(vec![axis + 1])))
 }
 
 /// How Resize maps an output coordinate to an input one (per axis).

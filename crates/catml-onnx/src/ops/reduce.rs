@@ -48,7 +48,12 @@ fn max_keep(c: &mut Ctx, x: Var, axes: &[usize], keep: bool) -> R<Var> {
 
 pub fn reduce(c: &mut Ctx) -> R<Vec<Value>> {
     let op = c.node.op_type.clone();
-    let x = c.fvar(0)?;
+    // ReduceSum adds i64 program values too (modulo 2^64, the core's i64 sum).
+    let x = if op == "ReduceSum" {
+        c.nvar(0, false)?
+    } else {
+        c.fvar(0)?
+    };
     let dims = c.ty(x).dims().to_vec();
     let r = dims.len();
     let keep = c.int("keepdims", 1)? != 0;

@@ -10,6 +10,7 @@ mod import_bitcast;
 mod import_families;
 mod import_gridsample;
 mod import_int_data;
+mod import_int_values;
 mod import_ops;
 mod import_pool_nd;
 mod import_quant;

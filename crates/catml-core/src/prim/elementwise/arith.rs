@@ -108,6 +108,7 @@ const fn ring(
         budget: RowBudget::Relative(1.0),
         fragment: Fragment::Outside,
         kernel: None,
+        int: None,
         caps: [64.0, 64.0],
         weight: 1,
         range: |x, y| x.plus(y),
@@ -118,6 +119,7 @@ const fn ring(
 pub static ADD: BinaryRow = BinaryRow {
     fragment: Fragment::Core,
     kernel: zip_kernel!(AddK),
+    int: Some(super::int::add),
     weight: 3,
     ..ring(
         "add",
@@ -131,6 +133,7 @@ pub static ADD: BinaryRow = BinaryRow {
 /// x - y; pullback (u, -u).
 pub static SUB: BinaryRow = BinaryRow {
     kernel: zip_kernel!(SubK),
+    int: Some(super::int::sub),
     weight: 2,
     // x + (-1) y
     lower: Some(|b, x, y| {
@@ -151,6 +154,7 @@ pub static SUB: BinaryRow = BinaryRow {
 pub static MUL: BinaryRow = BinaryRow {
     fragment: Fragment::Core,
     kernel: zip_kernel!(MulK),
+    int: Some(super::int::mul),
     caps: [4.0, 4.0],
     weight: 3,
     range: |x, y| x.times(y),
@@ -166,6 +170,7 @@ pub static MUL: BinaryRow = BinaryRow {
 /// -x; pullback -u.
 pub static NEG: UnaryRow = UnaryRow {
     exact: Some(|x, _| -x),
+    int: Some(super::int::neg),
     budget: RowBudget::Exact,
     kernel: Some(TensorKernel {
         borrowed: |x: &[&Tensor]| eval_ring(&NegK, x),

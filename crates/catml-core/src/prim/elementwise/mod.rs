@@ -2,6 +2,7 @@
 
 pub(crate) mod arith;
 pub mod binary_rows;
+pub mod int;
 pub mod row;
 mod row_draw;
 pub(crate) mod tanh_pullback;

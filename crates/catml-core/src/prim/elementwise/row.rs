@@ -23,7 +23,6 @@ use crate::ir::{
     AttrReader, Attrs, Budget, Builder, Drawing, Fragment, KernelError, Prim, Primitive, Registry,
     RuleError, RuleKind, TypeError, Var,
 };
-use crate::prim::dispatch::{same_float_pair, unary_float};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Float, RArray, Rational, Tensor, TensorType};
 
@@ -178,6 +177,9 @@ pub struct UnaryRow {
     pub fragment: Fragment,
     /// The kernel used instead of `f` on floats, when there is one; it computes `f`.
     pub kernel: Option<TensorKernel>,
+    /// The kernel on i64 operands, for a row without attributes that is defined on integers
+    /// (`docs/dtypes.md`); a row without one refuses i64 operands.
+    pub int: Option<super::int::IntUnary>,
     /// Generators keep operands within this magnitude.
     pub cap: f64,
     /// Relative frequency with which generators draw the row.
@@ -226,6 +228,9 @@ pub struct BinaryRow {
     pub fragment: Fragment,
     /// The kernel used instead of `f` on floats, when there is one; it computes `f`.
     pub kernel: Option<TensorKernel>,
+    /// The kernel on i64 operands, when the operation is defined on integers
+    /// (`docs/dtypes.md`); a row without one refuses i64 operands.
+    pub int: Option<super::int::IntBinary>,
     pub caps: [f64; 2],
     /// Relative frequency with which generators draw the row.
     pub weight: u32,
@@ -324,7 +329,7 @@ fn wide<T: Float>(v: T) -> f64 {
 
 /// The domain error at element `i` of an operand (`operand`: its index, for binary rows):
 /// `log of 0 at element 1, expected a positive value`.
-fn domain_error(
+pub(super) fn domain_error(
     name: &str,
     operand: Option<usize>,
     value: impl fmt::Display,
@@ -459,9 +464,16 @@ impl Primitive for Unary {
         attrs_json(self.row.attrs, &self.attrs)
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
-        unary_float(inputs)
+        super::int::infer_unary(self.row.int.is_some(), inputs)
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        if let [Tensor::I64(a)] = x {
+            let f = self
+                .row
+                .int
+                .ok_or_else(|| super::int::refused(self.row.name))?;
+            return Ok(Tensor::I64(super::int::map(f, a)));
+        }
         if let (Some(k), [t]) = (self.row.kernel, x) {
             self.check_tensor(t)?;
             return (k.borrowed)(x);
@@ -476,6 +488,9 @@ impl Primitive for Unary {
         }
     }
     fn eval_owned(&self, mut x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+        if let [Tensor::I64(_)] = &x[..] {
+            return self.eval(&x.iter().collect::<Vec<_>>());
+        }
         if let (Some(k), [t]) = (self.row.kernel, &x[..]) {
             self.check_tensor(t)?;
             return match (k.owned)(x) {
@@ -528,7 +543,9 @@ impl Primitive for Unary {
         y: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        let Some(d) = dx[0] else { return Ok(None) };
+        let Some(d) = dx[0].filter(|_| b.ty(y).dtype.is_float()) else {
+            return Ok(None);
+        };
         Ok(apply_unary_derivative(
             self.row,
             b,
@@ -545,6 +562,9 @@ impl Primitive for Unary {
         y: Var,
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
+        if !b.ty(y).dtype.is_float() {
+            return Ok(vec![None]);
+        }
         Ok(vec![apply_unary_derivative(
             self.row,
             b,
@@ -555,6 +575,10 @@ impl Primitive for Unary {
         )?])
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        // The expansions are float expressions (scale, reciprocal): integer nodes stay.
+        if !b.ty(x[0]).dtype.is_float() {
+            return None;
+        }
         self.row.lower.map(|l| l(b, x[0], &self.attrs))
     }
     fn drawing(&self) -> Option<Drawing> {
@@ -629,9 +653,28 @@ impl Primitive for Binary {
         self.row.name
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
-        same_float_pair(inputs)
+        super::int::infer_binary(self.row.int.is_some(), inputs)
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        if super::int::any_i64(x) {
+            let f = self
+                .row
+                .int
+                .ok_or_else(|| super::int::refused(self.row.name))?;
+            return match x {
+                [Tensor::I64(a), Tensor::I64(b)] => Ok(Tensor::I64(super::int::zip(
+                    self.row.name,
+                    self.row.domains,
+                    f,
+                    a,
+                    b,
+                )?)),
+                _ => Err(KernelError::Unsupported(format!(
+                    "`{}` takes two operands of one dtype",
+                    self.row.name
+                ))),
+            };
+        }
         if let Some(k) = self.row.kernel {
             self.check_tensors(x)?;
             return (k.borrowed)(x);
@@ -646,7 +689,11 @@ impl Primitive for Binary {
         }
     }
     fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
-        let Some(k) = self.row.kernel else {
+        let Some(k) = self
+            .row
+            .kernel
+            .filter(|_| !super::int::any_i64(&x.iter().collect::<Vec<_>>()))
+        else {
             return self.eval(&x.iter().collect::<Vec<_>>());
         };
         self.check_tensors(&x.iter().collect::<Vec<_>>())?;
@@ -680,7 +727,9 @@ impl Primitive for Binary {
         self.row.fragment
     }
     fn convention_points(&self, x: &[&Tensor]) -> usize {
-        let Some(k) = self.row.kink else { return 0 };
+        let Some(k) = self.row.kink.filter(|_| !super::int::any_i64(x)) else {
+            return 0;
+        };
         let (a, b) = (x[0].to_f64_vec(), x[1].to_f64_vec());
         a.iter().zip(&b).filter(|(a, b)| k(**a, **b)).count()
     }
@@ -691,7 +740,7 @@ impl Primitive for Binary {
         z: Var,
         dx: &[Option<Var>],
     ) -> Result<Option<Var>, RuleError> {
-        if dx.iter().all(Option::is_none) {
+        if dx.iter().all(Option::is_none) || !b.ty(z).dtype.is_float() {
             return Ok(None);
         }
         match self.row.derivative {
@@ -729,6 +778,9 @@ impl Primitive for Binary {
         z: Var,
         u: Var,
     ) -> Result<Vec<Option<Var>>, RuleError> {
+        if !b.ty(z).dtype.is_float() {
+            return Ok(vec![None, None]);
+        }
         match self.row.derivative {
             BinaryDerivative::Partials(partials) => partials(b, x[0], x[1], z)?
                 .into_iter()
@@ -745,6 +797,10 @@ impl Primitive for Binary {
         }
     }
     fn lower(&self, b: &mut Builder, x: &[Var]) -> Option<Result<Var, TypeError>> {
+        // The expansions are float expressions (scale, reciprocal): integer nodes stay.
+        if !b.ty(x[0]).dtype.is_float() {
+            return None;
+        }
         self.row.lower.map(|l| l(b, x[0], x[1]))
     }
     fn drawing(&self) -> Option<Drawing> {

@@ -311,6 +311,7 @@ pub(super) const fn base(
         budget: RowBudget::Relative(1.0),
         fragment: Fragment::Outside,
         kernel: None,
+        int: None,
         cap: 4.0,
         weight: 1,
         range,
@@ -376,6 +377,7 @@ pub static UNARY_ROWS: &[&UnaryRow] = &[
     },
     &UnaryRow {
         exact: Some(|x, _| x.abs()),
+        int: Some(super::int::abs),
         rule: RuleKind::Convention("abs'(0) = 0"),
         kink: Some(|x, _| x == 0.0),
         budget: RowBudget::Exact,
@@ -389,6 +391,7 @@ pub static UNARY_ROWS: &[&UnaryRow] = &[
     },
     &UnaryRow {
         exact: Some(|x, _| sign_exact(x)),
+        int: Some(super::int::sign),
         rule: RuleKind::Declared("sign' = 0: piecewise constant, undefined at 0"),
         budget: RowBudget::Exact,
         ..smooth(
@@ -408,6 +411,7 @@ pub static UNARY_ROWS: &[&UnaryRow] = &[
     ),
     &UnaryRow {
         exact: Some(|x, _| x * x),
+        int: Some(super::int::square),
         lower: Some(|b, x, _| b.mul(x, x)),
         cap: 8.0,
         ..smooth("square", "x²", |x, _| x * x, square_d, |x, _| x.square())

@@ -8,7 +8,7 @@ use crate::ir::{
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::ir::{Linearity, Transpose};
-use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
+use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, number_operand, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
 
@@ -63,7 +63,7 @@ impl Primitive for Sum {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         arity(inputs, 1)?;
-        float_operand(inputs, 0)?;
+        number_operand(inputs, 0)?;
         let rank = inputs[0].rank();
         let axes = self.reduced(rank);
         if let Some(&bad) = axes.iter().find(|&&a| a >= rank) {
@@ -85,6 +85,11 @@ impl Primitive for Sum {
         Ok(TensorType::new(inputs[0].dtype, dims))
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+        // i64 sums wrap modulo 2^64, as i64 addition does (`docs/dtypes.md`).
+        if let [Tensor::I64(a)] = x {
+            let w = a.map(|&v| std::num::Wrapping(v));
+            return Ok(Tensor::I64(self.ring(&[&w])?.map(|v| v.0)));
+        }
         eval_ring(self, x)
     }
     fn has_rational_eval(&self) -> bool {

@@ -9,7 +9,9 @@ use crate::ir::{
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::ir::{Linearity, Transpose};
-use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, float_operand, RingKernel};
+use crate::prim::dispatch::{
+    arity, eval_ring, eval_ring_rational, float_operand, number_operand, RingKernel,
+};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
 
@@ -55,7 +57,7 @@ impl Primitive for Broadcast {
     }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         arity(inputs, 1)?;
-        float_operand(inputs, 0)?;
+        number_operand(inputs, 0)?;
         let x = &inputs[0];
         if self.dims.len() != x.rank() {
             return Err(TypeError::attr(
