@@ -27,7 +27,7 @@ fn check_dims(c: &Ctx, dims: &[usize]) -> R<()> {
     Ok(())
 }
 
-/// x reshaped (float values only).
+/// x reshaped (float or i64 values).
 pub fn reshape_to(c: &mut Ctx, x: Var, dims: Vec<usize>) -> R<Var> {
     check_dims(c, &dims)?;
     if c.ty(x).dims() == dims.as_slice() {
@@ -44,13 +44,13 @@ pub fn reshape(c: &mut Ctx) -> R<Vec<Value>> {
         c.need_known(1, "shape")?.as_i64s()
     };
     let allow_zero = c.int("allowzero", 0)? != 0;
-    let x = c.fvar(0)?;
+    let x = c.nvar(0, false)?;
     let dims = reshape_dims(c.ty(x).dims(), &shape, allow_zero).map_err(|m| c.err(m))?;
     out(reshape_to(c, x, dims)?)
 }
 
 pub fn flatten(c: &mut Ctx) -> R<Vec<Value>> {
-    let x = c.fvar(0)?;
+    let x = c.nvar(0, false)?;
     let dims = c.ty(x).dims().to_vec();
     let axis = c.int("axis", 1)?;
     let r = dims.len() as i64;
@@ -76,7 +76,7 @@ fn axes_arg(c: &Ctx, input: usize, since: i64) -> R<Option<Vec<i64>>> {
 }
 
 pub fn squeeze(c: &mut Ctx) -> R<Vec<Value>> {
-    let x = c.fvar(0)?;
+    let x = c.nvar(0, false)?;
     let dims = c.ty(x).dims().to_vec();
     let axes = axes_arg(c, 1, 13)?;
     let keep: Vec<usize> = match axes {
@@ -97,7 +97,7 @@ pub fn squeeze(c: &mut Ctx) -> R<Vec<Value>> {
 }
 
 pub fn unsqueeze(c: &mut Ctx) -> R<Vec<Value>> {
-    let x = c.fvar(0)?;
+    let x = c.nvar(0, false)?;
     let mut dims = c.ty(x).dims().to_vec();
     let axes = axes_arg(c, 1, 13)?.ok_or_else(|| c.err("axes are required"))?;
     let r = dims.len() + axes.len();
@@ -110,7 +110,7 @@ pub fn unsqueeze(c: &mut Ctx) -> R<Vec<Value>> {
 }
 
 pub fn transpose(c: &mut Ctx) -> R<Vec<Value>> {
-    let x = c.fvar(0)?;
+    let x = c.nvar(0, false)?;
     let r = c.ty(x).rank();
     let perm: Vec<usize> = match c.ints("perm")? {
         Some(p) => p.iter().map(|&v| c.axis(v, r)).collect::<R<_>>()?,
@@ -151,7 +151,7 @@ pub fn take_along(c: &mut Ctx, x: Var, axis: usize, indices: Vec<usize>) -> R<Va
 }
 
 pub fn slice(c: &mut Ctx) -> R<Vec<Value>> {
-    let x = c.fvar(0)?;
+    let x = c.nvar(0, false)?;
     let dims = c.ty(x).dims().to_vec();
     let (starts, ends, axes, steps) = if c.opset < 10 {
         (
@@ -260,7 +260,7 @@ pub fn gather(c: &mut Ctx) -> R<Vec<Value>> {
 }
 
 pub fn expand(c: &mut Ctx) -> R<Vec<Value>> {
-    let x = c.fvar(0)?;
+    let x = c.nvar(0, false)?;
     let shape: Vec<usize> = c
         .need_known(1, "shape")?
         .as_i64s()

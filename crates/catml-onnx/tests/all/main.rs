@@ -2,6 +2,7 @@
 
 mod common;
 mod export_errors;
+mod export_int;
 mod export_roundtrip;
 mod export_special;
 mod hostile;
