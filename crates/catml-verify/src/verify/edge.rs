@@ -10,7 +10,9 @@
 //! - runtime rejections: wrong input shapes, counts and dtypes, for eval, the rational
 //!   interpreter and derivative programs;
 //! - domain violations and non-finite values, caught with the node named (also inside a VJP
-//!   program), and derivative rules that are missing or ill-typed.
+//!   program), and derivative rules that are missing or ill-typed;
+//! - every row with an i64 kernel: on the integers -6..=6 it equals the row's f64 function
+//!   truncated (exact there), add wraps at i64::MAX, and an i64 division by zero names the node.
 
 use std::sync::Arc;
 
@@ -44,6 +46,8 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     fixed_modules(&mut t);
     t.case();
     domains(&mut t);
+    t.case();
+    integers(&mut t);
     t.case();
     rules(&mut t);
     t.case();
@@ -685,6 +689,77 @@ fn domains(t: &mut Tally) {
     t.check(
         matches!(&r, Err(RationalError::NotRational { name, .. }) if name == "bad"),
         || format!("exact exp: {r:?}"),
+    );
+}
+
+/// The i64 kernels of the rows against their f64 functions on small integers (where f64 is
+/// exact and the truncated quotient is integer division), and the integer edge cases.
+fn integers(t: &mut Tally) {
+    use crate::prim::{Binary, Unary, BINARY_ROWS, UNARY_ROWS};
+    let small: Vec<i64> = (-6..=6).collect();
+    let (xs, ys): (Vec<i64>, Vec<i64>) = small
+        .iter()
+        .flat_map(|&a| small.iter().map(move |&b| (a, b)))
+        .unzip();
+    let n = xs.len();
+    let ty = TensorType::new(DType::I64, [n]);
+    let ints = |v: &[i64]| Tensor::i64([v.len()], v.to_vec()).expect("a vector");
+    for row in BINARY_ROWS.iter().filter(|r| r.int.is_some()) {
+        let keep: Vec<usize> = (0..n)
+            .filter(|&i| {
+                row.domains[0].contains(xs[i] as f64) && row.domains[1].contains(ys[i] as f64)
+            })
+            .collect();
+        let (a, c): (Vec<i64>, Vec<i64>) = keep.iter().map(|&i| (xs[i], ys[i])).unzip();
+        let ty = TensorType::new(DType::I64, [a.len()]);
+        let mut b = Builder::new();
+        let x = b.input("x", ty.clone(), InputKind::Data).expect("fresh");
+        let y = b.input("y", ty, InputKind::Data).expect("fresh");
+        let got = b
+            .apply(Arc::new(Binary::new(row)), &[x, y])
+            .map_err(|e| e.to_string())
+            .and_then(|z| b.finish(&[z]).map_err(|e| e.to_string()))
+            .and_then(|p| interp::eval(&p, &[ints(&a), ints(&c)]).map_err(|e| e.to_string()));
+        let want: Vec<f64> = a
+            .iter()
+            .zip(&c)
+            .map(|(&u, &v)| (row.f)(u as f64, v as f64).trunc())
+            .collect();
+        t.check(matches!(&got, Ok(o) if o[0].to_f64_vec() == want), || {
+            format!("i64 {}: {got:?}", row.name)
+        });
+    }
+    for row in UNARY_ROWS.iter().filter(|r| r.int.is_some()) {
+        let mut b = Builder::new();
+        let x = b.input("x", ty.clone(), InputKind::Data).expect("fresh");
+        let got = b
+            .apply(Arc::new(Unary::of(row)), &[x])
+            .map_err(|e| e.to_string())
+            .and_then(|z| b.finish(&[z]).map_err(|e| e.to_string()))
+            .and_then(|p| interp::eval(&p, &[ints(&xs)]).map_err(|e| e.to_string()));
+        let want: Vec<f64> = xs.iter().map(|&u| (row.f)(u as f64, &[])).collect();
+        t.check(matches!(&got, Ok(o) if o[0].to_f64_vec() == want), || {
+            format!("i64 {}: {got:?}", row.name)
+        });
+    }
+    // i64::MAX + 1 wraps; 1 / 0 is a domain error naming the node.
+    let mut b = Builder::new();
+    let one = TensorType::new(DType::I64, [1]);
+    let x = b.input("x", one.clone(), InputKind::Data).expect("fresh");
+    let y = b.input("y", one, InputKind::Data).expect("fresh");
+    let s = b.add(x, y).expect("fits");
+    b.set_name_prefix("bad");
+    let q = b.div(x, y).expect("fits");
+    let p = b.finish(&[s, q]).expect("outputs");
+    let r = interp::eval(&p, &[ints(&[i64::MAX]), ints(&[1])]);
+    t.check(
+        matches!(&r, Ok(o) if o[0] == ints(&[i64::MIN]) && o[1] == ints(&[i64::MAX])),
+        || format!("i64::MAX + 1 and i64::MAX / 1: {r:?}"),
+    );
+    let r = interp::eval(&p, &[ints(&[1]), ints(&[0])]);
+    t.check(
+        matches!(&r, Err(EvalError::Kernel { name, source: crate::ir::KernelError::Domain(_), .. }) if name == "bad"),
+        || format!("i64 1 / 0: {r:?}"),
     );
 }
 
