@@ -226,16 +226,20 @@ pub fn split(c: &mut Ctx) -> R<Vec<Value>> {
 }
 
 pub fn gather(c: &mut Ctx) -> R<Vec<Value>> {
-    let x = c.fvar(0)?;
+    let x = c.nvar(0, false)?;
     let dims = c.ty(x).dims().to_vec();
     let axis = c.axis(c.int("axis", 0)?, dims.len())?;
     let Some(idx) = c.known(1) else {
         // Runtime indices: rows of a matrix (embedding lookup).
-        if axis == 0 && dims.len() == 2 && c.dtype(1)? == catml_core::tensor::DType::I64 {
+        if axis == 0
+            && dims.len() == 2
+            && c.ty(x).dtype.is_float()
+            && c.dtype(1)? == catml_core::tensor::DType::I64
+        {
             let i = c.var(1)?;
             return out(t!(c, c.b.take(x, i))?);
         }
-        return Err(c.unsupported("runtime indices other than rows of a matrix (i64)"));
+        return Err(c.unsupported("runtime indices other than i64 rows of a float matrix"));
     };
     let n = dims[axis] as i64;
     let ids: Vec<usize> = idx
