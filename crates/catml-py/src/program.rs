@@ -2,7 +2,7 @@
 //! on NumPy arrays with the GIL released, and its derivative programs.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use catml_core::ad;
 use catml_core::interp;
@@ -12,7 +12,7 @@ use catml_core::trace::Value;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use crate::array::{numpy_name, to_numpy, to_tensor};
+use crate::array::{numpy_name, to_numpy, to_tensor, Read};
 use crate::errors::{raise, Kind};
 use crate::value::PyValue;
 
@@ -21,6 +21,8 @@ use crate::value::PyValue;
 pub struct PyProgram {
     pub(crate) program: Arc<Program>,
     pub(crate) params: Params,
+    /// Where each value dies and the peak of live bytes, worked out at the first evaluation.
+    plan: OnceLock<interp::EvalPlan>,
 }
 
 impl PyProgram {
@@ -28,14 +30,23 @@ impl PyProgram {
         PyProgram {
             program: Arc::new(program),
             params,
+            plan: OnceLock::new(),
         }
     }
 
     /// Evaluates on tensors in input order with the GIL released.
     fn run(&self, py: Python<'_>, inputs: Vec<Tensor>) -> PyResult<Vec<Tensor>> {
-        let program = Arc::clone(&self.program);
-        py.detach(move || interp::eval(&program, &inputs))
-            .map_err(|e| raise(Kind::Value, format!("evaluating the program: {e}")))
+        let error = |e| raise(Kind::Value, format!("evaluating the program: {e}"));
+        let plan = match self.plan.get() {
+            Some(plan) => plan,
+            None => {
+                let plan = interp::EvalPlan::new(&self.program).map_err(error)?;
+                self.plan.get_or_init(|| plan)
+            }
+        };
+        let program = &*self.program;
+        py.detach(|| interp::eval_planned(program, plan, &inputs, interp::EvalOptions::default()))
+            .map_err(error)
     }
 
     fn outputs<'py>(&self, py: Python<'py>, values: Vec<Tensor>) -> PyResult<Bound<'py, PyList>> {
@@ -144,7 +155,11 @@ impl PyProgram {
         }
         let mut tensors = Vec::with_capacity(inputs.len());
         for (index, a) in inputs.iter().enumerate() {
-            let t = to_tensor(a, &format!("input `{}`", p.inputs()[index].name))?;
+            let t = to_tensor(
+                a,
+                &format!("input `{}`", p.inputs()[index].name),
+                Read::InPlace,
+            )?;
             check_input(p, index, &t)?;
             tensors.push(t);
         }
@@ -172,7 +187,7 @@ impl PyProgram {
                     ),
                 ));
             };
-            let t = to_tensor(&v, &format!("input `{name}`"))?;
+            let t = to_tensor(&v, &format!("input `{name}`"), Read::InPlace)?;
             check_input(p, index, &t)?;
             named.insert(name, t);
         }
