@@ -34,6 +34,32 @@ impl PyProgram {
         }
     }
 
+    /// The tensors of NumPy arrays, one per input in order, each of the input's type.
+    fn tensors(&self, inputs: &[Bound<'_, PyAny>]) -> PyResult<Vec<Tensor>> {
+        let p = &self.program;
+        if inputs.len() != p.n_inputs() {
+            return Err(raise(
+                Kind::Type,
+                format!(
+                    "the program takes {} inputs, found {}",
+                    p.n_inputs(),
+                    inputs.len()
+                ),
+            ));
+        }
+        let mut tensors = Vec::with_capacity(inputs.len());
+        for (index, a) in inputs.iter().enumerate() {
+            let t = to_tensor(
+                a,
+                &format!("input `{}`", p.inputs()[index].name),
+                Read::InPlace,
+            )?;
+            check_input(p, index, &t)?;
+            tensors.push(t);
+        }
+        Ok(tensors)
+    }
+
     /// Evaluates on tensors in input order with the GIL released.
     fn run(&self, py: Python<'_>, inputs: Vec<Tensor>) -> PyResult<Vec<Tensor>> {
         let error = |e| raise(Kind::Value, format!("evaluating the program: {e}"));
@@ -142,29 +168,20 @@ impl PyProgram {
         py: Python<'py>,
         inputs: Vec<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let p = &self.program;
-        if inputs.len() != p.n_inputs() {
-            return Err(raise(
-                Kind::Type,
-                format!(
-                    "the program takes {} inputs, found {}",
-                    p.n_inputs(),
-                    inputs.len()
-                ),
-            ));
-        }
-        let mut tensors = Vec::with_capacity(inputs.len());
-        for (index, a) in inputs.iter().enumerate() {
-            let t = to_tensor(
-                a,
-                &format!("input `{}`", p.inputs()[index].name),
-                Read::InPlace,
-            )?;
-            check_input(p, index, &t)?;
-            tensors.push(t);
-        }
-        let values = self.run(py, tensors)?;
+        let values = self.run(py, self.tensors(&inputs)?)?;
         self.outputs(py, values)
+    }
+
+    /// Seconds per evaluation on `inputs`, over `n` evaluations in one loop in Rust, with no
+    /// Python in between: the floor that the call overhead from Python is measured against.
+    fn time_eval(&self, py: Python<'_>, inputs: Vec<Bound<'_, PyAny>>, n: usize) -> PyResult<f64> {
+        let tensors = self.tensors(&inputs)?;
+        self.run(py, tensors.clone())?;
+        let start = std::time::Instant::now();
+        for _ in 0..n {
+            self.run(py, tensors.clone())?;
+        }
+        Ok(start.elapsed().as_secs_f64() / n.max(1) as f64)
     }
 
     /// Evaluates on inputs by name; parameters not given take the program's stored values.
