@@ -18,6 +18,11 @@ def flatten(tree: Any) -> Tuple[List[Any], tuple]:
     return leaves, _flatten(tree, leaves)
 
 
+def flatten_into(tree: Any, leaves: List[Any]) -> tuple:
+    """The tree definition; the leaves are appended to `leaves` in order."""
+    return _flatten(tree, leaves)
+
+
 def _flatten(tree: Any, leaves: List[Any]) -> tuple:
     if tree is None:
         return NONE

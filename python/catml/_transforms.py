@@ -45,6 +45,20 @@ def _leaf_array(x: Any, where: str) -> Any:
         "dicts, lists and tuples of them")
 
 
+def _array_types(leaves: List[Any]) -> Any:
+    """Each leaf's `(shape, dtype)` when every leaf is a NumPy array of a CatML dtype, else
+    None."""
+    types = []
+    for x in leaves:
+        if type(x) is not np.ndarray:
+            return None
+        d = CATML_OF.get(x.dtype)
+        if d is None:
+            return None
+        types.append((x.shape, d))
+    return tuple(types)
+
+
 def _type_of(x: Any) -> Tuple[Tuple[int, ...], str]:
     if isinstance(x, Tracer):
         return tuple(x.shape), x._v.dtype
@@ -94,24 +108,28 @@ class _Staged:
         self.names: Dict[int, List[str]] = {}
 
     def stage(self, args: Sequence[Any]) -> Tuple[_Stage, List[Any]]:
+        leaves: List[Any] = []
+        trees = tuple(_pytree.flatten_into(a, leaves) for a in args)
+        # The common call: every leaf already a NumPy array of a CatML dtype. Names are only
+        # worked out for a conversion, an error or a new trace.
+        types = _array_types(leaves)
+        if types is None:
+            names = self._leaf_names(args, trees)
+            leaves = [_leaf_array(x, f"argument `{p}`") for x, p in zip(leaves, names)]
+            types = tuple(_type_of(x) for x in leaves)
+        key = (trees, types)
+        st = self.stages.get(key)
+        if st is None:
+            names = self._leaf_names(args, trees)
+            st = self.stages[key] = self._trace(list(trees), names, types)
+        return st, leaves
+
+    def _leaf_names(self, args: Sequence[Any], trees: Tuple[tuple, ...]) -> List[str]:
+        """A name per leaf: the argument's name, then its path in the tree (`params.w`)."""
         names = self.names.get(len(args))
         if names is None:
             names = self.names[len(args)] = _arg_names(self.f, len(args))
-        leaves: List[Any] = []
-        trees = []
-        leaf_names: List[str] = []
-        for name, a in zip(names, args):
-            ls, tree = _pytree.flatten(a)
-            paths = _pytree.paths(tree, name)
-            leaves.extend(_leaf_array(x, f"argument `{p}`") for x, p in zip(ls, paths))
-            leaf_names.extend(paths)
-            trees.append(tree)
-        types = tuple(_type_of(x) for x in leaves)
-        key = (tuple(trees), types)
-        st = self.stages.get(key)
-        if st is None:
-            st = self.stages[key] = self._trace(trees, leaf_names, types)
-        return st, leaves
+        return [p for name, tree in zip(names, trees) for p in _pytree.paths(tree, name)]
 
     def _trace(self, trees, names, types) -> _Stage:
         out_tree: List[Any] = [None]
@@ -146,9 +164,10 @@ def _unique(names: List[str]) -> List[str]:
 def _run(program, leaves: Sequence[Any]) -> List[Any]:
     """Evaluates on arrays (GIL released), or records into the current trace when any leaf is
     traced."""
-    if any(isinstance(x, Tracer) for x in leaves):
-        return [_wrap(v) for v in program.call([_value(x) for x in leaves])]
-    return program.eval(list(leaves))
+    for x in leaves:
+        if isinstance(x, Tracer):
+            return [_wrap(v) for v in program.call([_value(x) for x in leaves])]
+    return program.eval(leaves)
 
 
 def _argnum_list(argnums: Argnums, n: int) -> List[int]:
@@ -341,12 +360,31 @@ def value_and_grad(f: Callable, argnums: Argnums = 0, has_aux: bool = False) -> 
     or `(value, aux)` with `has_aux`."""
     staged = _Staged(f)
 
+    key = ("grad", argnums if isinstance(argnums, int) else tuple(argnums))
+
     @functools.wraps(f)
     def value_and_grad_f(*args: Any) -> Any:
         st, leaves = staged.stage(args)
-        nums = _argnum_list(argnums, len(args))
+        g = st.derive(key, lambda: _GradStage(st, argnums, leaves, has_aux))
+        outs = _run(g.program, leaves)
+        primal = _pytree.unflatten(st.out_tree, outs[:g.n_out])
+        grads = [_pytree.unflatten(st.arg_trees[a], [outs[k] for k in ks])
+                 for a, ks in g.slots_by_arg]
+        return primal, grads[0] if isinstance(argnums, int) else tuple(grads)
+
+    value_and_grad_f.trace_count = lambda: staged.trace_count  # type: ignore[attr-defined]
+    return value_and_grad_f
+
+
+class _GradStage:
+    """The gradient program of one stage for one `argnums`, checked once: which outputs hold
+    each differentiated argument's leaves."""
+
+    __slots__ = ("program", "n_out", "slots_by_arg")
+
+    def __init__(self, st: _Stage, argnums: Argnums, leaves: List[Any], has_aux: bool) -> None:
+        nums = _argnum_list(argnums, len(st.arg_trees))
         ranges = _leaf_ranges(st.arg_trees)
-        wrt = [i for a in nums for i in ranges[a]]
         for a in nums:
             for i in ranges[a]:
                 if _type_of(leaves[i])[1] not in ("f32", "f64"):
@@ -354,16 +392,10 @@ def value_and_grad(f: Callable, argnums: Argnums = 0, has_aux: bool = False) -> 
                         f"grad with respect to argument {a}: its leaf {i - ranges[a].start} is "
                         f"{_type_of(leaves[i])[1]}, only float inputs have gradients")
         _check_aux_tree(st.out_tree, has_aux)
-        gprog, slots = st.derive(("grad", tuple(wrt)), lambda: st.program.grad(wrt))
-        outs = _run(gprog, leaves)
-        primal = _pytree.unflatten(st.out_tree, outs[:len(st.program.output_names())])
-        grads = [_pytree.unflatten(st.arg_trees[a], [outs[slots[i]] for i in ranges[a]])
-                 for a in nums]
-        g = grads[0] if isinstance(argnums, int) else tuple(grads)
-        return primal, g
-
-    value_and_grad_f.trace_count = lambda: staged.trace_count  # type: ignore[attr-defined]
-    return value_and_grad_f
+        wrt = [i for a in nums for i in ranges[a]]
+        self.program, slots = st.program.grad(wrt)
+        self.n_out = len(st.program.output_names())
+        self.slots_by_arg = [(a, [slots[i] for i in ranges[a]]) for a in nums]
 
 
 def _check_aux_tree(tree: tuple, has_aux: bool) -> None:

@@ -25,21 +25,9 @@ pub fn run(spec: &Path, resume: bool, quiet: bool) -> Result<String, String> {
     Ok(metrics_text(&last))
 }
 
-/// `wrote checkpoint out/a.safetensors, metrics out/m.jsonl` on stderr.
+/// What the run wrote, on stderr.
 pub fn report_outputs(outputs: &catml::train::Outputs) {
-    let written: Vec<String> = [
-        ("checkpoint", &outputs.checkpoint),
-        ("metrics", &outputs.metrics),
-        ("plot", &outputs.plot),
-    ]
-    .into_iter()
-    .filter_map(|(what, p)| p.as_ref().map(|p| format!("{what} {}", p.display())))
-    .collect();
-    if written.is_empty() {
-        eprintln!("wrote nothing: the spec's [output] names no files");
-    } else {
-        eprintln!("wrote {}", written.join(", "));
-    }
+    eprintln!("{}", outputs.written());
 }
 
 /// The last epoch's metrics as pretty JSON, one trailing newline.

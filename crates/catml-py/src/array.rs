@@ -1,9 +1,10 @@
 //! NumPy arrays to tensors and back. f32, f64, i64, bool and the integer storage dtypes map to
 //! float32, float64, int64, bool, int8 ... uint64; any other dtype (float16 included) is refused
-//! (no silent casts). Results come back as NumPy arrays that
-//! take over the tensor's buffer.
+//! (no silent casts). Evaluation inputs of float32, float64 and int64 that are C-contiguous and
+//! aligned are read in place, without a copy; everything else is copied once. Results come
+//! back as NumPy arrays that take over the tensor's buffer.
 
-use catml_core::tensor::{Array, DType, Shape, Stored, Tensor, TensorType};
+use catml_core::tensor::{Array, DType, Lent, Shape, Stored, Tensor, TensorError, TensorType};
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{
     Element, IntoPyArray, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
@@ -12,8 +13,18 @@ use pyo3::prelude::*;
 
 use crate::errors::{raise, Kind};
 
+/// How a NumPy array's elements reach its tensor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Copied: for tensors that outlive the call (constants, traced values).
+    Copy,
+    /// Read in place where the layout allows: for evaluation inputs, which live only for the
+    /// call. The caller must not write the array while the call runs.
+    InPlace,
+}
+
 /// The tensor of a NumPy array; `what` names the argument in errors ("input `x`").
-pub fn to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
+pub fn to_tensor(obj: &Bound<'_, PyAny>, what: &str, read: Read) -> PyResult<Tensor> {
     let Ok(array) = obj.cast::<PyUntypedArray>() else {
         return Err(raise(
             Kind::Type,
@@ -24,59 +35,75 @@ pub fn to_tensor(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Tensor> {
         ));
     };
     let dims = Shape::new(array.shape().to_vec());
-    let tensor = if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
-        Tensor::f32(dims, elements(a))
+    let value_error = |e: TensorError| raise(Kind::Value, format!("{what}: {e}"));
+    if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
+        return Ok(Tensor::F32(array_of(a, dims, read)?.map_err(value_error)?));
     } else if let Ok(a) = array.cast::<PyArrayDyn<f64>>() {
-        Tensor::f64(dims, elements(a))
+        return Ok(Tensor::F64(array_of(a, dims, read)?.map_err(value_error)?));
     } else if let Ok(a) = array.cast::<PyArrayDyn<i64>>() {
-        Tensor::i64(dims, elements(a))
+        return Ok(Tensor::I64(array_of(a, dims, read)?.map_err(value_error)?));
     } else if let Ok(a) = array.cast::<PyArrayDyn<bool>>() {
-        Tensor::bool(dims, elements(a))
-    } else if let Some(t) = stored(array, dims.clone()) {
-        Ok(t)
-    } else {
-        return Err(raise(
-            Kind::Type,
-            format!(
-                "{what} has dtype {}; CatML takes float32, float64, integer or bool arrays (convert explicitly)",
-                array.dtype()
-            ),
-        ));
-    };
-    tensor.map_err(|e| raise(Kind::Value, format!("{what}: {e}")))
-}
-
-/// An integer array of a storage dtype (int8 ... uint64, not int64).
-fn stored(array: &Bound<'_, PyUntypedArray>, dims: Shape) -> Option<Tensor> {
-    macro_rules! try_as {
+        return Tensor::bool(dims, elements(a)?).map_err(value_error);
+    }
+    macro_rules! stored {
         ($t:ty, $v:ident) => {
             if let Ok(a) = array.cast::<PyArrayDyn<$t>>() {
-                return Some(Tensor::Stored(Stored::$v(
-                    Array::new(dims, elements(a)).ok()?,
-                )));
+                let a = Array::new(dims, elements(a)?).map_err(value_error)?;
+                return Ok(Tensor::Stored(Stored::$v(a)));
             }
         };
     }
-    try_as!(i8, I8);
-    try_as!(i16, I16);
-    try_as!(i32, I32);
-    try_as!(u8, U8);
-    try_as!(u16, U16);
-    try_as!(u32, U32);
-    try_as!(u64, U64);
-    None
+    stored!(i8, I8);
+    stored!(i16, I16);
+    stored!(i32, I32);
+    stored!(u8, U8);
+    stored!(u16, U16);
+    stored!(u32, U32);
+    stored!(u64, U64);
+    Err(raise(
+        Kind::Type,
+        format!(
+            "{what} has dtype {}; CatML takes float32, float64, integer or bool arrays (convert explicitly)",
+            array.dtype()
+        ),
+    ))
+}
+
+/// The array of a float or int64 NumPy array (any bit pattern is a valid element, so memory
+/// Python code wrote can be read in place). Read in place when asked and the buffer is
+/// C-contiguous and aligned for `T`; copied otherwise.
+fn array_of<T: Element + Copy + Sync>(
+    a: &Bound<'_, PyArrayDyn<T>>,
+    dims: Shape,
+    read: Read,
+) -> PyResult<Result<Array<T>, TensorError>> {
+    let ptr = a.data().cast_const();
+    if read == Read::InPlace && a.is_c_contiguous() && !ptr.is_null() && ptr.is_aligned() {
+        let owner: Py<PyAny> = a.clone().into_any().unbind();
+        // SAFETY: the array object, held by `owner`, keeps its `len` elements alive at `ptr`;
+        // evaluation only reads them, and the caller does not write them during the call.
+        let lent = unsafe { Lent::new(ptr, a.len(), Box::new(owner)) };
+        return Ok(Array::lent(dims, lent));
+    }
+    Ok(Array::new(dims, elements(a)?))
 }
 
 /// The elements in row-major order (one copy: from a C-contiguous buffer directly; NumPy's
 /// `as_slice` also accepts Fortran order, whose buffer is column-major, so it is not used).
-fn elements<T: Element + Copy>(a: &Bound<'_, PyArrayDyn<T>>) -> Vec<T> {
+/// A misaligned buffer (a view at an odd byte offset) is first copied by NumPy, whose copies
+/// are aligned, since the element views need alignment.
+fn elements<T: Element + Copy>(a: &Bound<'_, PyArrayDyn<T>>) -> PyResult<Vec<T>> {
+    if !a.data().is_aligned() {
+        let aligned = a.call_method0("copy")?.cast_into::<PyArrayDyn<T>>()?;
+        return elements(&aligned);
+    }
     let ro = a.readonly();
     if a.is_c_contiguous() {
         if let Ok(s) = ro.as_slice() {
-            return s.to_vec();
+            return Ok(s.to_vec());
         }
     }
-    ro.as_array().iter().copied().collect()
+    Ok(ro.as_array().iter().copied().collect())
 }
 
 /// A NumPy array owning the tensor's buffer (no copy unless the buffer is shared).
@@ -157,4 +184,19 @@ pub fn numpy_name(d: DType) -> &'static str {
         DType::F4E2M1 => "float4_e2m1fn",
         DType::F8E8M0 => "float8_e8m0fnu",
     }
+}
+
+/// The address of the first element of the tensor that `array` becomes as an evaluation input:
+/// the array's own data address when it is read in place (0 for the storage dtypes, which are
+/// always copied). Tests use it to show that no copy is made.
+#[pyfunction]
+pub fn input_address(array: &Bound<'_, PyAny>) -> PyResult<usize> {
+    let t = to_tensor(array, "the array", Read::InPlace)?;
+    Ok(match &t {
+        Tensor::F32(a) => a.data().as_ptr() as usize,
+        Tensor::F64(a) => a.data().as_ptr() as usize,
+        Tensor::I64(a) => a.data().as_ptr() as usize,
+        Tensor::Bool(a) => a.data().as_ptr() as usize,
+        Tensor::Stored(_) => 0,
+    })
 }

@@ -6,6 +6,7 @@ mod errors;
 mod load;
 mod program;
 mod trace;
+mod train;
 mod value;
 
 use pyo3::prelude::*;
@@ -19,6 +20,8 @@ fn _catml(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(value::constant, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace, m)?)?;
     m.add_function(wrap_pyfunction!(load::load, m)?)?;
+    m.add_function(wrap_pyfunction!(train::train, m)?)?;
+    m.add("_input_address", wrap_pyfunction!(array::input_address, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use catml_core::trace::Value;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::array::{to_numpy, to_tensor};
+use crate::array::{to_numpy, to_tensor, Read};
 use crate::errors::{from_trace, raise, Kind};
 
 /// One value of a traced (or eagerly run) Python function.
@@ -39,7 +39,7 @@ impl PyValue {
     #[staticmethod]
     fn from_array(array: &Bound<'_, PyAny>) -> PyResult<PyValue> {
         Ok(PyValue {
-            value: Value::from(to_tensor(array, "the array")?),
+            value: Value::from(to_tensor(array, "the array", Read::Copy)?),
         })
     }
 
@@ -84,7 +84,7 @@ pub fn apply(name: &str, attrs: &str, operands: Vec<PyRef<'_, PyValue>>) -> PyRe
 /// A constant node holding a copy of the array (inside a trace; the array itself outside).
 #[pyfunction]
 pub fn constant(array: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-    let t = to_tensor(array, "the constant")?;
+    let t = to_tensor(array, "the constant", Read::Copy)?;
     PyValue::checked(Value::apply(Arc::new(Constant::new(t)), &[]))
 }
 

@@ -1,13 +1,20 @@
 use std::sync::Arc;
 
+use super::buffer::{Buffer, Lent};
 use super::{DType, Shape, Stored, TensorType};
 
 /// A dense row-major array of `T` with a shape. The buffer is shared, so clones are cheap and
-/// reshapes are free.
-#[derive(Clone, PartialEq)]
+/// reshapes are free. It is owned, or lent by another owner for reading ([`Array::lent`]).
+#[derive(Clone)]
 pub struct Array<T> {
     shape: Shape,
-    data: Arc<Vec<T>>,
+    data: Buffer<T>,
+}
+
+impl<T: Clone + PartialEq> PartialEq for Array<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.shape == other.shape && self.data() == other.data()
+    }
 }
 
 /// Errors building a tensor from raw parts.
@@ -49,8 +56,33 @@ impl<T: Clone> Array<T> {
         }
         Ok(Array {
             shape,
-            data: Arc::new(data),
+            data: Buffer::Owned(Arc::new(data)),
         })
+    }
+
+    /// An array that reads lent memory in place, without a copy: the caller's buffer of
+    /// `shape.numel()` elements. Kernels never write it; taking the elements out
+    /// ([`Array::into_vec`]) copies them.
+    pub fn lent(shape: impl Into<Shape>, data: Lent<T>) -> Result<Array<T>, TensorError> {
+        let shape = shape.into();
+        let expected = shape
+            .checked_numel()
+            .ok_or_else(|| TensorError::InvalidShape(shape.clone()))?;
+        let data = Buffer::Lent(Arc::new(data));
+        let found = data.as_slice().len();
+        if expected != found {
+            return Err(TensorError::Length {
+                shape,
+                expected,
+                found,
+            });
+        }
+        Ok(Array { shape, data })
+    }
+
+    /// Whether the elements are lent memory read in place.
+    pub fn is_lent(&self) -> bool {
+        matches!(self.data, Buffer::Lent(_))
     }
 
     /// Builds an array whose length the caller has already checked (kernel outputs).
@@ -58,7 +90,7 @@ impl<T: Clone> Array<T> {
         debug_assert_eq!(shape.numel(), data.len());
         Array {
             shape,
-            data: Arc::new(data),
+            data: Buffer::Owned(Arc::new(data)),
         }
     }
 
@@ -81,20 +113,20 @@ impl<T: Clone> Array<T> {
     }
 
     pub fn data(&self) -> &[T] {
-        &self.data
+        self.data.as_slice()
     }
 
     pub fn len(&self) -> usize {
-        self.data.len()
+        self.data().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
+        self.data().is_empty()
     }
 
     /// The same buffer under another shape with the same element count.
     pub fn reshaped(&self, shape: Shape) -> Array<T> {
-        debug_assert_eq!(shape.numel(), self.data.len());
+        debug_assert_eq!(shape.numel(), self.len());
         Array {
             shape,
             data: self.data.clone(),
@@ -102,17 +134,17 @@ impl<T: Clone> Array<T> {
     }
 
     pub fn map<U: Clone>(&self, f: impl Fn(&T) -> U) -> Array<U> {
-        Array::from_parts(self.shape.clone(), self.data.iter().map(f).collect())
+        Array::from_parts(self.shape.clone(), self.data().iter().map(f).collect())
     }
 
     /// The buffer for writing, if this array holds the only reference to it.
     pub fn unique_data_mut(&mut self) -> Option<&mut [T]> {
-        Arc::get_mut(&mut self.data).map(Vec::as_mut_slice)
+        self.data.unique_mut()
     }
 
     /// Takes the buffer, copying only if it is shared.
     pub fn into_vec(self) -> Vec<T> {
-        Arc::try_unwrap(self.data).unwrap_or_else(|shared| (*shared).clone())
+        self.data.into_vec()
     }
 }
 

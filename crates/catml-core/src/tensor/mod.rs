@@ -5,6 +5,7 @@
 
 pub mod alloc;
 mod array;
+mod buffer;
 mod convert;
 mod display;
 mod dtype;
@@ -20,6 +21,7 @@ mod shape;
 mod stored;
 
 pub use array::{Array, Tensor, TensorError};
+pub use buffer::Lent;
 pub use display::{EDGE_ITEMS, SUMMARY_THRESHOLD};
 pub use dtype::{DType, Element, Float, ALL_DTYPES};
 pub use params::{write_atomic, Params, ParamsError};

@@ -32,6 +32,26 @@ pub struct Outputs {
     pub plot_scale: PlotScale,
 }
 
+impl Outputs {
+    /// What a finished run wrote, one line: `wrote checkpoint out/a.safetensors, metrics
+    /// out/m.jsonl`, or that the spec names no files.
+    pub fn written(&self) -> String {
+        let written: Vec<String> = [
+            ("checkpoint", &self.checkpoint),
+            ("metrics", &self.metrics),
+            ("plot", &self.plot),
+        ]
+        .into_iter()
+        .filter_map(|(what, p)| p.as_ref().map(|p| format!("{what} {}", p.display())))
+        .collect();
+        if written.is_empty() {
+            "wrote nothing: the spec's [output] names no files".to_string()
+        } else {
+            format!("wrote {}", written.join(", "))
+        }
+    }
+}
+
 /// Trains a diagram's arrows on a dataset.
 ///
 /// Each epoch shuffles the training rows with a ChaCha8 generator seeded from `seed`, cuts them
