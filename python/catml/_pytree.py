@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, List, Tuple
 
+import numpy as np
+
 LEAF = ("*",)
 NONE = ("None",)
 
@@ -24,6 +26,21 @@ def flatten_into(tree: Any, leaves: List[Any]) -> tuple:
 
 
 def _flatten(tree: Any, leaves: List[Any]) -> tuple:
+    # Exact dicts and NumPy leaves first: the common call, with no isinstance chain per leaf.
+    if type(tree) is dict:
+        keys = sorted(tree)
+        children = []
+        for k in keys:
+            v = tree[k]
+            if type(v) is np.ndarray:
+                leaves.append(v)
+                children.append(LEAF)
+            else:
+                children.append(_flatten(v, leaves))
+        return ("dict", tuple(keys), tuple(children))
+    if type(tree) is np.ndarray:
+        leaves.append(tree)
+        return LEAF
     if tree is None:
         return NONE
     if isinstance(tree, dict):
@@ -51,7 +68,8 @@ def _unflatten(treedef: tuple, it) -> Any:
     if kind == "None":
         return None
     if kind == "dict":
-        return {k: _unflatten(c, it) for k, c in zip(treedef[1], treedef[2])}
+        return {k: next(it) if c is LEAF else _unflatten(c, it)
+                for k, c in zip(treedef[1], treedef[2])}
     children = [_unflatten(c, it) for c in treedef[1]]
     return tuple(children) if kind == "tuple" else children
 

@@ -1,10 +1,9 @@
 """Call overhead of `value_and_grad` on the tiny MLP (x f64[2] -> linear 4 -> relu ->
 linear 1 -> sigmoid), from Python: CatML's transform, CatML's gradient program evaluated
 directly, the same evaluation looped inside Rust (the floor), and
-`jax.jit(jax.value_and_grad)`. Prints the median of repeated timings in µs, and the overhead of
-the transform over the Rust floor."""
+`jax.jit(jax.value_and_grad)`. Prints the best of seven rounds in µs (the least disturbed by
+other work on the machine), and the overhead of the transform over the Rust floor."""
 
-import statistics
 import time
 
 import numpy as np
@@ -27,7 +26,7 @@ def timed(call, n=20000, rounds=7):
         for _ in range(n):
             call()
         out.append((time.perf_counter() - t) / n * 1e6)
-    return statistics.median(out)
+    return min(out)
 
 
 rng = np.random.default_rng(0)
@@ -42,7 +41,7 @@ program = catml.trace(lambda p, x: mlp(cnp, p, x), params, x)._p
 gprog, _ = program.grad([0, 1, 2, 3])
 leaves = [params[k] for k in sorted(params)] + [x]
 print(f"gradient program eval (flat list)  {timed(lambda: gprog.eval(leaves)):7.2f} µs")
-floor = statistics.median(gprog.time_eval(leaves, 20000) * 1e6 for _ in range(7))
+floor = min(gprog.time_eval(leaves, 20000) * 1e6 for _ in range(7))
 print(f"the same evaluation, loop in Rust    {floor:7.2f} µs")
 print(f"overhead of value_and_grad over the Rust floor: {vg_time - floor:.2f} µs")
 try:

@@ -23,19 +23,25 @@ pub enum Read {
     InPlace,
 }
 
-/// The tensor of a NumPy array; `what` names the argument in errors ("input `x`").
-pub fn to_tensor(obj: &Bound<'_, PyAny>, what: &str, read: Read) -> PyResult<Tensor> {
+/// The tensor of a NumPy array; `what` names the argument in errors ("input `x`"), made only
+/// when there is one.
+pub fn to_tensor(
+    obj: &Bound<'_, PyAny>,
+    what: impl Fn() -> String,
+    read: Read,
+) -> PyResult<Tensor> {
     let Ok(array) = obj.cast::<PyUntypedArray>() else {
         return Err(raise(
             Kind::Type,
             format!(
-                "{what} is a {}, expected a NumPy array",
+                "{} is a {}, expected a NumPy array",
+                what(),
                 obj.get_type().name()?
             ),
         ));
     };
     let dims = Shape::new(array.shape().to_vec());
-    let value_error = |e: TensorError| raise(Kind::Value, format!("{what}: {e}"));
+    let value_error = |e: TensorError| raise(Kind::Value, format!("{}: {e}", what()));
     if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
         return Ok(Tensor::F32(array_of(a, dims, read)?.map_err(value_error)?));
     } else if let Ok(a) = array.cast::<PyArrayDyn<f64>>() {
@@ -63,7 +69,8 @@ pub fn to_tensor(obj: &Bound<'_, PyAny>, what: &str, read: Read) -> PyResult<Ten
     Err(raise(
         Kind::Type,
         format!(
-            "{what} has dtype {}; CatML takes float32, float64, integer or bool arrays (convert explicitly)",
+            "{} has dtype {}; CatML takes float32, float64, integer or bool arrays (convert explicitly)",
+            what(),
             array.dtype()
         ),
     ))
@@ -191,7 +198,7 @@ pub fn numpy_name(d: DType) -> &'static str {
 /// always copied). Tests use it to show that no copy is made.
 #[pyfunction]
 pub fn input_address(array: &Bound<'_, PyAny>) -> PyResult<usize> {
-    let t = to_tensor(array, "the array", Read::InPlace)?;
+    let t = to_tensor(array, || "the array".into(), Read::InPlace)?;
     Ok(match &t {
         Tensor::F32(a) => a.data().as_ptr() as usize,
         Tensor::F64(a) => a.data().as_ptr() as usize,

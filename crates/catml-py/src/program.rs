@@ -51,7 +51,7 @@ impl PyProgram {
         for (index, a) in inputs.iter().enumerate() {
             let t = to_tensor(
                 a,
-                &format!("input `{}`", p.inputs()[index].name),
+                || format!("input `{}`", p.inputs()[index].name),
                 Read::InPlace,
             )?;
             check_input(p, index, &t)?;
@@ -204,7 +204,7 @@ impl PyProgram {
                     ),
                 ));
             };
-            let t = to_tensor(&v, &format!("input `{name}`"), Read::InPlace)?;
+            let t = to_tensor(&v, || format!("input `{name}`"), Read::InPlace)?;
             check_input(p, index, &t)?;
             named.insert(name, t);
         }

@@ -39,7 +39,7 @@ impl PyValue {
     #[staticmethod]
     fn from_array(array: &Bound<'_, PyAny>) -> PyResult<PyValue> {
         Ok(PyValue {
-            value: Value::from(to_tensor(array, "the array", Read::Copy)?),
+            value: Value::from(to_tensor(array, || "the array".into(), Read::Copy)?),
         })
     }
 
@@ -84,7 +84,7 @@ pub fn apply(name: &str, attrs: &str, operands: Vec<PyRef<'_, PyValue>>) -> PyRe
 /// A constant node holding a copy of the array (inside a trace; the array itself outside).
 #[pyfunction]
 pub fn constant(array: &Bound<'_, PyAny>) -> PyResult<PyValue> {
-    let t = to_tensor(array, "the constant", Read::Copy)?;
+    let t = to_tensor(array, || "the constant".into(), Read::Copy)?;
     PyValue::checked(Value::apply(Arc::new(Constant::new(t)), &[]))
 }
 
