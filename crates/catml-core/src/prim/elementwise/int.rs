@@ -138,8 +138,8 @@ pub fn refused(name: &str) -> KernelError {
 }
 
 /// Whether any operand is an i64 tensor.
-pub fn any_i64(x: &[&Tensor]) -> bool {
-    x.iter().any(|t| t.dtype() == DType::I64)
+pub fn any_i64<'a>(x: impl IntoIterator<Item = &'a Tensor>) -> bool {
+    x.into_iter().any(|t| t.dtype() == DType::I64)
 }
 
 #[cfg(test)]

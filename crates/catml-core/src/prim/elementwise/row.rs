@@ -656,7 +656,7 @@ impl Primitive for Binary {
         super::int::infer_binary(self.row.int.is_some(), inputs)
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
-        if super::int::any_i64(x) {
+        if super::int::any_i64(x.iter().copied()) {
             let f = self
                 .row
                 .int
@@ -689,11 +689,7 @@ impl Primitive for Binary {
         }
     }
     fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
-        let Some(k) = self
-            .row
-            .kernel
-            .filter(|_| !super::int::any_i64(&x.iter().collect::<Vec<_>>()))
-        else {
+        let Some(k) = self.row.kernel.filter(|_| !super::int::any_i64(&x)) else {
             return self.eval(&x.iter().collect::<Vec<_>>());
         };
         self.check_tensors(&x.iter().collect::<Vec<_>>())?;
@@ -727,7 +723,11 @@ impl Primitive for Binary {
         self.row.fragment
     }
     fn convention_points(&self, x: &[&Tensor]) -> usize {
-        let Some(k) = self.row.kink.filter(|_| !super::int::any_i64(x)) else {
+        let Some(k) = self
+            .row
+            .kink
+            .filter(|_| !super::int::any_i64(x.iter().copied()))
+        else {
             return 0;
         };
         let (a, b) = (x[0].to_f64_vec(), x[1].to_f64_vec());
