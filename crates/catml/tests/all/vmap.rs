@@ -335,9 +335,14 @@ fn every_registered_primitive_batches_over_every_axis_of_every_operand() {
             cases += 1;
         }
     }
-    // Only a primitive without operands (constant) is not batched on its own.
+    // A primitive without operands (constant) is not batched on its own; scan and unpack
+    // have no batching rule yet (docs/scan.md), and vmap refuses them naming the node.
     untested.sort();
-    assert_eq!(untested, ["constant"], "primitives not batched");
+    assert_eq!(
+        untested,
+        ["constant", "scan", "unpack"],
+        "primitives not batched"
+    );
     assert!(cases > 150, "{cases} cases");
 }
 
