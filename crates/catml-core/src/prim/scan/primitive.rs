@@ -320,6 +320,9 @@ impl Primitive for Scan {
     fn body(&self) -> Option<&Program> {
         Some(&self.body)
     }
+    fn drawing(&self) -> Option<crate::ir::Drawing> {
+        Some(crate::ir::Drawing::new(1, draw_scan))
+    }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         let n = self.carries + self.xs + self.consts;
         if inputs.len() != n {
@@ -426,6 +429,40 @@ impl Primitive for Scan {
     ) -> Result<Vec<Option<Var>>, RuleError> {
         super::rules::vjp(self, b, x, y, dy)
     }
+}
+
+/// A scan over the leading axis of a drawn value: c' = tanh(c w + x_t) from a drawn initial
+/// carry, with a weight w; its final carry, in [-1, 1].
+fn draw_scan(d: &mut dyn crate::ir::Draw) -> Result<crate::ir::Drawn, crate::ir::DrawError> {
+    use crate::prim::Ops;
+    let x = d.pick();
+    let x = d.ranked(x)?;
+    let ty = d.ty(x.var);
+    let row = TensorType::new(ty.dtype, ty.dims()[1..].to_vec());
+    let c0 = d.weight(&row)?;
+    let w = d.weight(&row)?;
+    let body = (|| -> Result<Program, String> {
+        let text = |e: &dyn std::fmt::Display| e.to_string();
+        let mut b = Builder::new();
+        let c = b
+            .input("c", row.clone(), crate::ir::InputKind::Data)
+            .map_err(|e| text(&e))?;
+        let xt = b
+            .input("x", row.clone(), crate::ir::InputKind::Data)
+            .map_err(|e| text(&e))?;
+        let wk = b
+            .input("w", row.clone(), crate::ir::InputKind::Data)
+            .map_err(|e| text(&e))?;
+        let cw = b.mul(c, wk).map_err(|e| text(&e))?;
+        let a = b.add(cw, xt).map_err(|e| text(&e))?;
+        let h = b.tanh(a).map_err(|e| text(&e))?;
+        b.finish(&[h]).map_err(|e| text(&e))
+    })()
+    .map_err(TypeError::Invalid)?;
+    let scan = Scan::new(body, ty.dims()[0], 1, 1, 1)?;
+    d.same(crate::ir::Interval::new(-1.0, 1.0), |b| {
+        Ok(super::build::scan(b, scan, &[c0.var], &[x.var], &[w.var])?.final_carries[0])
+    })
 }
 
 pub(crate) fn register(r: &mut Registry) {

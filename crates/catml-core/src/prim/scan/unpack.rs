@@ -41,6 +41,9 @@ impl Primitive for Unpack {
             ("shape", self.shape.dims().to_vec().into()),
         ])
     }
+    fn drawing(&self) -> Option<crate::ir::Drawing> {
+        Some(crate::ir::Drawing::new(1, draw_unpack))
+    }
     fn copies_operand_values(&self) -> bool {
         true
     }
@@ -128,6 +131,23 @@ impl Primitive for Unpack {
         };
         Ok(vec![Some(whole)])
     }
+}
+
+/// A run of a value's elements, flattened first, as a tensor of one or two axes.
+fn draw_unpack(d: &mut dyn crate::ir::Draw) -> Result<crate::ir::Drawn, crate::ir::DrawError> {
+    let x = d.pick();
+    let n = d.ty(x.var).numel();
+    let len = d.int(1, n);
+    let offset = d.int(0, n - len);
+    let shape = if len % 2 == 0 && d.chance(0.5) {
+        vec![2, len / 2]
+    } else {
+        vec![len]
+    };
+    d.same(x.range, |b| {
+        let flat = b.reshape(x.var, [n])?;
+        b.op(Arc::new(Unpack::new(offset, shape)), &[flat])
+    })
 }
 
 pub(crate) fn register(r: &mut Registry) {
