@@ -1,6 +1,6 @@
 //! The adding problem with T = 50: each step reads a value in [0, 1) and a marker, with
 //! exactly two markers per sequence (one in each half); the target is the sum of the two marked
-//! values. A GRU (hidden 32, `nn::Gru`, unrolled) reads the sequence and a linear
+//! values. A GRU (hidden 32, `nn::Gru`, one scan node) reads the sequence and a linear
 //! layer reads its last state; MSE loss, Adam. Always answering 1.0 scores MSE ≈ 1/6; the run
 //! fails unless the test MSE is at least 10x lower.
 //!

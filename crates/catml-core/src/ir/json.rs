@@ -11,8 +11,13 @@ use super::validate::{ValidationError, ValidationErrors};
 use super::{Builder, InputKind, Program, Registry, Var};
 use crate::tensor::{DType, Shape, TensorType};
 
-/// The format tag written and accepted.
+/// The format tag written and accepted. A node's optional `body` (a nested program) needs no
+/// new version: every file without one reads as before.
 pub const FORMAT: &str = "lensir-module/1";
+
+/// How deep bodies may nest (a body inside a body inside ...): a module nested deeper is
+/// refused.
+pub const MAX_BODY_DEPTH: usize = 8;
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +51,8 @@ pub(crate) struct NodeJson {
     pub(crate) attrs: Attrs,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) tag: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) body: Option<Box<ModuleJson>>,
 }
 
 /// Parses and validates a LensIR module.
@@ -117,12 +124,53 @@ fn parse_shape(dims: &[Value]) -> Result<Shape, BadShape> {
 }
 
 pub(crate) fn build(m: ModuleJson, registry: &Registry) -> Result<Program, ValidationErrors> {
+    build_at(m, registry, 0)
+}
+
+/// A node's body as a program, its errors placed under `nodes[index].body`.
+fn build_body(
+    body: ModuleJson,
+    registry: &Registry,
+    depth: usize,
+    index: usize,
+    name: &str,
+) -> Result<Program, ValidationError> {
+    if depth >= MAX_BODY_DEPTH {
+        return Err(ValidationError::BodyTooDeep {
+            index,
+            name: name.to_string(),
+            max: MAX_BODY_DEPTH,
+        });
+    }
+    build_at(body, registry, depth + 1).map_err(|e| ValidationError::Body { index, errors: e.0 })
+}
+
+fn build_at(
+    mut m: ModuleJson,
+    registry: &Registry,
+    depth: usize,
+) -> Result<Program, ValidationErrors> {
     let mut errors = Vec::new();
     if let Some(f) = &m.format {
         if f != FORMAT {
             errors.push(ValidationError::Format { found: f.clone() });
         }
     }
+    // Each node's body: absent, built, or refused (the node is then not built either).
+    let mut bodies: Vec<Result<Option<Program>, ()>> = Vec::with_capacity(m.nodes.len());
+    for (index, node) in m.nodes.iter_mut().enumerate() {
+        bodies.push(match node.body.take() {
+            None => Ok(None),
+            Some(body) => match build_body(*body, registry, depth, index, &node.name) {
+                Ok(p) => Ok(Some(p)),
+                Err(e) => {
+                    errors.push(e);
+                    Err(())
+                }
+            },
+        });
+    }
+
     // Where each name is first defined, to tell duplicates and use-before-definition apart.
     let mut first_def: HashMap<&str, String> = HashMap::new();
     let mut node_pos: HashMap<&str, usize> = HashMap::new();
@@ -229,7 +277,11 @@ pub(crate) fn build(m: ModuleJson, registry: &Registry) -> Result<Program, Valid
                 },
             });
         }
-        let prim = match registry.construct(&node.op, &node.attrs) {
+        let Ok(body) = bodies[index].clone() else {
+            poisoned.insert(&node.name);
+            continue;
+        };
+        let prim = match registry.construct_with_body(&node.op, &node.attrs, body) {
             None => {
                 errors.push(ValidationError::UnknownPrimitive {
                     index,
@@ -295,19 +347,52 @@ pub(crate) fn build(m: ModuleJson, registry: &Registry) -> Result<Program, Valid
     Ok(b.finish(&outputs).expect("outputs checked above"))
 }
 
-/// Writes a program as a LensIR module (pretty-printed, one node per line).
+/// A program as the LensIR module structure (bodies included, no format tag).
+pub(crate) fn module_json(p: &Program) -> ModuleJson {
+    ModuleJson {
+        format: None,
+        inputs: p.inputs().iter().map(input_json).collect(),
+        parameters: p
+            .param_indices()
+            .iter()
+            .map(|&i| p.inputs()[i].name.clone())
+            .collect(),
+        nodes: p.nodes().iter().map(|n| node_json(p, n)).collect(),
+        outputs: p.outputs().iter().map(|&o| p.name(o).to_string()).collect(),
+    }
+}
+
+fn input_json(i: &super::Input) -> InputJson {
+    InputJson {
+        name: i.name.clone(),
+        shape: i.ty.dims().iter().map(|&d| Value::from(d)).collect(),
+        dtype: Some(i.ty.dtype),
+    }
+}
+
+fn node_json(p: &Program, n: &super::Node) -> NodeJson {
+    NodeJson {
+        name: n.name.clone(),
+        op: n.prim.name().to_string(),
+        operands: n.operands.iter().map(|&o| p.name(o).to_string()).collect(),
+        attrs: n.prim.attrs(),
+        tag: n.tag.clone(),
+        body: n.prim.body().map(|b| Box::new(module_json(b))),
+    }
+}
+
+/// Whether any node of `p` holds a nested program.
+pub fn has_bodies(p: &Program) -> bool {
+    p.nodes().iter().any(|n| n.prim.body().is_some())
+}
+
+/// Writes a program as a LensIR module (pretty-printed, one node per line; a node's body is
+/// written whole on its node's line).
 pub fn to_string(p: &Program) -> String {
     let inputs: Vec<String> = p
         .inputs()
         .iter()
-        .map(|i| {
-            let json = InputJson {
-                name: i.name.clone(),
-                shape: i.ty.dims().iter().map(|&d| Value::from(d)).collect(),
-                dtype: Some(i.ty.dtype),
-            };
-            serde_json::to_string(&json).expect("serialisable")
-        })
+        .map(|i| serde_json::to_string(&input_json(i)).expect("serialisable"))
         .collect();
     let params: Vec<String> = p
         .param_indices()
@@ -317,16 +402,7 @@ pub fn to_string(p: &Program) -> String {
     let nodes: Vec<String> = p
         .nodes()
         .iter()
-        .map(|n| {
-            let json = NodeJson {
-                name: n.name.clone(),
-                op: n.prim.name().to_string(),
-                operands: n.operands.iter().map(|&o| p.name(o).to_string()).collect(),
-                attrs: n.prim.attrs(),
-                tag: n.tag.clone(),
-            };
-            serde_json::to_string(&json).expect("serialisable")
-        })
+        .map(|n| serde_json::to_string(&node_json(p, n)).expect("serialisable"))
         .collect();
     let outputs: Vec<String> = p
         .outputs()

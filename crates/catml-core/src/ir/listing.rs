@@ -40,7 +40,8 @@ fn write_name(out: &mut String, name: &str) {
     }
 }
 
-/// Prints the listing of a program.
+/// Prints the listing of a program. A node's body (a nested program) is printed as its own
+/// listing, indented under the node's line.
 pub fn print(p: &Program) -> String {
     let mut out = String::from("program(\n  inputs:\n");
     for i in p.inputs() {
@@ -73,6 +74,11 @@ pub fn print(p: &Program) -> String {
             write_name(&mut out, t);
         }
         out.push('\n');
+        if let Some(body) = n.prim.body() {
+            for line in print(body).lines() {
+                let _ = writeln!(out, "      {line}");
+            }
+        }
     }
     out.push_str("  outputs: ");
     for (j, &o) in p.outputs().iter().enumerate() {
@@ -255,6 +261,34 @@ fn dims_json(ty: &TensorType) -> Vec<Value> {
 /// after the closing `)`, is an error naming its line and column, and so is every error of the
 /// type rules (an unknown primitive, operands that do not fit, a duplicate name).
 pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationErrors> {
+    let lines: Vec<(usize, &str)> = text.lines().enumerate().map(|(i, l)| (i + 1, l)).collect();
+    parse_lines(&lines, registry, 0)
+}
+
+/// The lines of a body that starts at `lines[0]` (its `program(` line) up to its closing `)`,
+/// nested bodies included; `None` when it is not closed.
+fn body_extent(lines: &[(usize, &str)]) -> Option<usize> {
+    let mut depth = 0usize;
+    for (k, (_, raw)) in lines.iter().enumerate() {
+        let line = raw.trim();
+        if line.starts_with("program(") {
+            depth += 1;
+        } else if line == ")" {
+            depth -= 1;
+            if depth == 0 {
+                return Some(k + 1);
+            }
+        }
+    }
+    None
+}
+
+/// Parses numbered lines as a listing; `depth` counts the bodies around it.
+fn parse_lines(
+    lines: &[(usize, &str)],
+    registry: &Registry,
+    depth: usize,
+) -> Result<Program, ValidationErrors> {
     #[derive(PartialEq)]
     enum Section {
         Start,
@@ -275,8 +309,11 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
     let mut declared: Vec<(TensorType, usize, usize)> = Vec::new();
     let mut saw_outputs = false;
     let mut places = Places::default();
-    for (i, raw) in text.lines().enumerate() {
-        let mut c = Cursor::new(raw, i + 1);
+    let mut next = 0;
+    while next < lines.len() {
+        let (line, raw) = lines[next];
+        next += 1;
+        let mut c = Cursor::new(raw, line);
         c.skip_ws();
         if c.rest.is_empty() || c.rest.starts_with(';') {
             continue;
@@ -354,6 +391,31 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                     shape: dims_json(&ty),
                     dtype: Some(ty.dtype),
                 });
+            }
+            Section::Instructions if c.rest.starts_with("program(") => {
+                let Some(node) = module.nodes.last_mut() else {
+                    return Err(c
+                        .err("a body `program(` must follow its instruction")
+                        .into());
+                };
+                if node.body.is_some() {
+                    return Err(c.err("this instruction already has a body").into());
+                }
+                if depth + 1 >= super::json::MAX_BODY_DEPTH {
+                    return Err(c
+                        .err(format!(
+                            "bodies nest deeper than {} levels",
+                            super::json::MAX_BODY_DEPTH
+                        ))
+                        .into());
+                }
+                let start = next - 1;
+                let Some(len) = body_extent(&lines[start..]) else {
+                    return Err(c.err("this body has no closing `)`").into());
+                };
+                let body = parse_lines(&lines[start..start + len], registry, depth + 1)?;
+                node.body = Some(Box::new(super::json::module_json(&body)));
+                next = start + len;
             }
             Section::Instructions => {
                 let index: usize = {
@@ -433,6 +495,7 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
                     operands,
                     attrs,
                     tag,
+                    body: None,
                 });
             }
             Section::Outputs => {
@@ -448,8 +511,8 @@ pub fn parse(text: &str, registry: &Registry) -> Result<Program, ValidationError
     if section == Section::Closed {
         return finish(module, &declared, &places, registry);
     }
-    let line = text.lines().count().max(1);
-    let column = text.lines().last().map_or(0, |l| l.chars().count()) + 1;
+    let line = lines.last().map_or(1, |&(n, _)| n);
+    let column = lines.last().map_or(0, |(_, l)| l.chars().count()) + 1;
     Err(ValidationError::Listing {
         line,
         column,

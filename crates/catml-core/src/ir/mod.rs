@@ -33,6 +33,6 @@ pub use primitive::{
     TypeError,
 };
 pub use program::{Def, Input, InputKind, Node, Program, Var};
-pub use registry::{Constructor, Registry};
+pub use registry::{BodyConstructor, Constructor, Registry};
 pub use structure::{structural_difference, StructuralDifference};
 pub use validate::{ValidationError, ValidationErrors};

@@ -146,6 +146,13 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         Attrs::new()
     }
 
+    /// The nested program the primitive runs (the LensIR node's `body`), for primitives built
+    /// around one (`scan`); `Registry::construct_with_body` must rebuild `self` from it and
+    /// the attributes.
+    fn body(&self) -> Option<&super::Program> {
+        None
+    }
+
     /// What it computes, in one line, for the catalog (`docs/ops.md`); elementwise rows give
     /// theirs as data.
     fn formula(&self) -> Option<&'static str> {
@@ -317,7 +324,7 @@ pub enum Fragment {
 /// A shared handle to a primitive.
 pub type Prim = Arc<dyn Primitive>;
 
-/// Two primitives are the same operation when their names and attributes agree.
+/// Two primitives are the same operation when their names, attributes and bodies agree.
 pub fn same_prim(a: &dyn Primitive, b: &dyn Primitive) -> bool {
-    a.name() == b.name() && a.attrs() == b.attrs()
+    a.name() == b.name() && a.attrs() == b.attrs() && a.body() == b.body()
 }

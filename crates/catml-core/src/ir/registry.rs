@@ -3,17 +3,27 @@ use std::sync::Arc;
 
 use super::attrs::AttrReader;
 use super::primitive::{Attrs, Prim, TypeError};
+use super::Program;
 
 /// Builds a primitive from its LensIR attributes.
 pub type Constructor = Arc<dyn Fn(&Attrs) -> Result<Prim, TypeError> + Send + Sync>;
+
+/// Builds a primitive that holds a nested program (a LensIR node's `body`) from its attributes
+/// and that program.
+pub type BodyConstructor = Arc<dyn Fn(&Attrs, Program) -> Result<Prim, TypeError> + Send + Sync>;
 
 /// Name -> primitive constructor: what a module file may name in `op`. `prim::registry()` holds
 /// the built-in set; users add their own primitives with [`Registry::register`].
 #[derive(Clone, Default)]
 pub struct Registry {
     ctors: BTreeMap<String, Constructor>,
+    /// Primitives built around a nested program; their plain constructor refuses to build
+    /// without one.
+    body_ctors: BTreeMap<String, BodyConstructor>,
     /// Attributes of one valid instance, for primitives that have required attributes.
     examples: BTreeMap<String, Attrs>,
+    /// The body of that instance, for primitives built around a nested program.
+    example_bodies: BTreeMap<String, Program>,
     /// Earlier names still read, and the names they stand for.
     aliases: BTreeMap<String, String>,
 }
@@ -38,17 +48,43 @@ impl Registry {
         self.ctors.insert(name.to_string(), Arc::new(ctor));
     }
 
+    /// Adds a primitive built around a nested program: a node naming it must have a `body`.
+    pub fn register_with_body(
+        &mut self,
+        name: &str,
+        ctor: impl Fn(&Attrs, Program) -> Result<Prim, TypeError> + Send + Sync + 'static,
+    ) {
+        let owned = name.to_string();
+        self.ctors.insert(
+            name.to_string(),
+            Arc::new(move |_: &Attrs| {
+                Err(TypeError::Invalid(format!(
+                    "`{owned}` runs a nested program: the node needs a `body`"
+                )))
+            }),
+        );
+        self.body_ctors.insert(name.to_string(), Arc::new(ctor));
+    }
+
     /// Records the attributes of one valid instance of `name`, so that tools can ask an
     /// instance for the primitive's facts ([`Registry::example`]).
     pub fn set_example(&mut self, name: &str, attrs: Attrs) {
         self.examples.insert(name.to_string(), attrs);
     }
 
-    /// One instance of `name`: with its recorded example attributes, else with none.
+    /// Records attributes and a body of one valid instance of a primitive built around a
+    /// nested program.
+    pub fn set_example_with_body(&mut self, name: &str, attrs: Attrs, body: Program) {
+        self.examples.insert(name.to_string(), attrs);
+        self.example_bodies.insert(name.to_string(), body);
+    }
+
+    /// One instance of `name`: with its recorded example attributes (and body), else with none.
     pub fn example(&self, name: &str) -> Option<Prim> {
         let empty = Attrs::new();
         let attrs = self.examples.get(name).unwrap_or(&empty);
-        self.construct(name, attrs)?.ok()
+        let body = self.example_bodies.get(name).cloned();
+        self.construct_with_body(name, attrs, body)?.ok()
     }
 
     /// This registry with `prim` added under its name, taking no attributes: how a
@@ -94,5 +130,27 @@ impl Registry {
     pub fn construct(&self, name: &str, attrs: &Attrs) -> Option<Result<Prim, TypeError>> {
         let name = self.aliases.get(name).map_or(name, String::as_str);
         self.ctors.get(name).map(|c| c(attrs))
+    }
+
+    /// The primitive `name` with these attributes and, for a primitive built around a nested
+    /// program, that `body`: `None` if the name is unknown; a type error when a body is given
+    /// to a primitive that takes none.
+    pub fn construct_with_body(
+        &self,
+        name: &str,
+        attrs: &Attrs,
+        body: Option<Program>,
+    ) -> Option<Result<Prim, TypeError>> {
+        let name = self.aliases.get(name).map_or(name, String::as_str);
+        let Some(body) = body else {
+            return self.construct(name, attrs);
+        };
+        match self.body_ctors.get(name) {
+            Some(c) => Some(c(attrs, body)),
+            None if self.ctors.contains_key(name) => {
+                Some(Err(TypeError::Invalid(format!("`{name}` takes no `body`"))))
+            }
+            None => None,
+        }
     }
 }

@@ -86,6 +86,19 @@ pub enum ValidationError {
     NoOutputs,
     #[error("outputs[{index}]: unknown output `{name}`")]
     UnknownOutput { index: usize, name: String },
+    /// A node's body (a nested program) is invalid: its errors, placed under
+    /// `nodes[index].body`.
+    #[error("nodes[{index}].body.{}", first_body_error(.errors))]
+    Body {
+        index: usize,
+        errors: Vec<ValidationError>,
+    },
+    #[error("nodes[{index}] `{name}`: bodies nest deeper than {max} levels")]
+    BodyTooDeep {
+        index: usize,
+        name: String,
+        max: usize,
+    },
     /// A listing that does not parse: the 1-based line and column (in characters) where it
     /// stops making sense.
     #[error("line {line}, column {column}: {message}")]
@@ -94,6 +107,11 @@ pub enum ValidationError {
         column: usize,
         message: String,
     },
+}
+
+/// The first error of a body (and how many more), as the body's own place names it.
+fn first_body_error(errors: &[ValidationError]) -> String {
+    ValidationErrors(errors.to_vec()).to_string()
 }
 
 fn suggestion_text(s: &Option<String>) -> String {

@@ -19,6 +19,7 @@ pub mod pool;
 pub mod random;
 pub mod recurrent;
 pub mod reduce;
+pub mod scan;
 pub mod softmax;
 pub mod structural;
 pub mod window;
@@ -112,6 +113,7 @@ pub fn registry() -> Registry {
     random::keys::register(&mut r);
     random::sample::register(&mut r);
     random::dropout::register(&mut r);
+    scan::register(&mut r);
     r
 }
 

@@ -78,6 +78,7 @@ pub const RELU: &str = "relu";
 pub const RESHAPE: &str = "reshape";
 pub const ROUND: &str = "round";
 pub const RSQRT: &str = "rsqrt";
+pub const SCAN: &str = "scan";
 pub const SCATTER_ADD: &str = "scatter_add";
 pub const SCATTER_ROWS: &str = "scatter_rows";
 pub const SDPA: &str = "sdpa";
@@ -97,6 +98,7 @@ pub const SUM_POOL2D_TRANSPOSE: &str = "sum_pool2d_transpose";
 pub const TAKE: &str = "take";
 pub const TANH: &str = "tanh";
 pub const TANH_PULLBACK: &str = "tanh_pullback";
+pub const UNPACK: &str = "unpack";
 pub const WHERE: &str = "where";
 
 /// Every constant above, in order.
@@ -176,6 +178,7 @@ pub const ALL: &[&str] = &[
     RESHAPE,
     ROUND,
     RSQRT,
+    SCAN,
     SCATTER_ADD,
     SCATTER_ROWS,
     SDPA,
@@ -195,6 +198,7 @@ pub const ALL: &[&str] = &[
     TAKE,
     TANH,
     TANH_PULLBACK,
+    UNPACK,
     WHERE,
 ];
 

@@ -1,11 +1,13 @@
-//! Fixed-T recurrences as layers, around the unrolling builder functions of
+//! Fixed-T recurrences as layers, around the builder functions of
 //! [`prim::recurrent`](crate::prim::recurrent): one parameter slot per weight, read by every
-//! step, and a differentiable initial state. Inputs are (T, B, D), states (B, H).
+//! step, and a differentiable initial state. Inputs are (T, B, D), states (B, H). By default the
+//! recurrence is one `scan` node whose body is the cell (a program whose size does not depend on
+//! T, docs/scan.md); `.unrolled()` writes the T steps out instead.
 
 use rand::Rng;
 
 use super::{call_built, param, Init};
-use crate::prim::recurrent::{elman, gru, ElmanWeights, GruWeights};
+use crate::prim::recurrent::{elman, elman_scan, gru, gru_scan, ElmanWeights, GruWeights};
 use crate::tensor::TensorType;
 use crate::trace::{tag_scope, Value};
 
@@ -24,16 +26,30 @@ fn recurrent_init(hidden: usize) -> Init {
     Init::Uniform { low: -a, high: a }
 }
 
-/// The Elman tanh cell h_t = tanh(W_ih x_t + b + W_hh h_{t-1}), unrolled.
+/// The Elman tanh cell h_t = tanh(W_ih x_t + b + W_hh h_{t-1}).
 /// Parameters `<tag>.W_ih` (H, D), `<tag>.W_hh` (H, H), `<tag>.b` (H): H·D + H² + H.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rnn {
     pub hidden: usize,
+    /// Whether the T steps are written out as nodes instead of one `scan` node.
+    pub unrolled: bool,
 }
 
 impl Rnn {
+    /// The cell as one `scan` node.
     pub fn new(hidden: usize) -> Rnn {
-        Rnn { hidden }
+        Rnn {
+            hidden,
+            unrolled: false,
+        }
+    }
+
+    /// The same cell with its T steps written out as nodes.
+    pub fn unrolled(self) -> Rnn {
+        Rnn {
+            unrolled: true,
+            ..self
+        }
     }
 
     /// Runs the cell over xs (T, B, D) from h0 (B, H) under `tag`.
@@ -42,29 +58,48 @@ impl Rnn {
         let weights = weights(xs, self.hidden, 1, rng, tag, &["W_ih", "W_hh", "b"]);
         let _tag = tag_scope(tag);
         let args: Vec<&Value> = [xs, h0].into_iter().chain(&weights).collect();
+        let unrolled = self.unrolled;
         let out = call_built("rnn", &args, 2, |b, v| {
             let w = ElmanWeights {
                 w_ih: v[2],
                 w_hh: v[3],
                 b: v[4],
             };
-            let u = elman(b, v[0], v[1], &w)?;
+            let u = if unrolled {
+                elman(b, v[0], v[1], &w)?
+            } else {
+                elman_scan(b, v[0], v[1], &w)?
+            };
             Ok(vec![u.states, u.last])
         });
         states(out)
     }
 }
 
-/// The GRU cell (gates r, z, n stacked in that order), unrolled. Parameters `<tag>.W_ih`
+/// The GRU cell (gates r, z, n stacked in that order). Parameters `<tag>.W_ih`
 /// (3H, D), `<tag>.W_hh` (3H, H), `<tag>.b_ih` (3H), `<tag>.b_hh` (3H): 3H·D + 3H² + 6H.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Gru {
     pub hidden: usize,
+    /// Whether the T steps are written out as nodes instead of one `scan` node.
+    pub unrolled: bool,
 }
 
 impl Gru {
+    /// The cell as one `scan` node.
     pub fn new(hidden: usize) -> Gru {
-        Gru { hidden }
+        Gru {
+            hidden,
+            unrolled: false,
+        }
+    }
+
+    /// The same cell with its T steps written out as nodes.
+    pub fn unrolled(self) -> Gru {
+        Gru {
+            unrolled: true,
+            ..self
+        }
     }
 
     /// Runs the cell over xs (T, B, D) from h0 (B, H) under `tag`.
@@ -74,6 +109,7 @@ impl Gru {
         let weights = weights(xs, self.hidden, 3, rng, tag, &names);
         let _tag = tag_scope(tag);
         let args: Vec<&Value> = [xs, h0].into_iter().chain(&weights).collect();
+        let unrolled = self.unrolled;
         let out = call_built("gru", &args, 2, |b, v| {
             let w = GruWeights {
                 w_ih: v[2],
@@ -81,7 +117,11 @@ impl Gru {
                 b_ih: v[4],
                 b_hh: v[5],
             };
-            let u = gru(b, v[0], v[1], &w)?;
+            let u = if unrolled {
+                gru(b, v[0], v[1], &w)?
+            } else {
+                gru_scan(b, v[0], v[1], &w)?
+            };
             Ok(vec![u.states, u.last])
         });
         states(out)

@@ -80,6 +80,25 @@ fn cases() -> Vec<Case> {
             let prim = catml::prim::batching::PerExample::new(inner, vec![true, false]);
             b.op(std::sync::Arc::new(prim), &[x[0], x[1]])
         }),
+        case("scan", &[&[2], &[3, 2], &[2]], Any, |b, x| {
+            // c' = tanh(c w + x_t), y_t = c' c': a carry, an x and a const.
+            let t = f64t(&[2]);
+            let mut body = Builder::new();
+            let c = body.input("c", t.clone(), InputKind::Data).unwrap();
+            let xt = body.input("x", t.clone(), InputKind::Data).unwrap();
+            let w = body.input("w", t, InputKind::Data).unwrap();
+            let cw = body.mul(c, w)?;
+            let a = body.add(cw, xt)?;
+            let c2 = body.tanh(a)?;
+            let y = body.mul(c2, c2)?;
+            let body = body.finish(&[c2, y]).unwrap();
+            let s = catml::prim::scan::Scan::new(body, 3, 1, 1, 1)?;
+            b.op(std::sync::Arc::new(s), &[x[0], x[1], x[2]])
+        }),
+        case("unpack", &[&[6]], Any, |b, x| {
+            let u = catml::prim::scan::Unpack::new(1, [2, 2]);
+            b.op(std::sync::Arc::new(u), &[x[0]])
+        }),
         case("mul", &[&[2, 3], &[2, 3]], Any, |b, x| b.mul(x[0], x[1])),
         case("exp", &[&[2, 3]], Any, |b, x| b.exp(x[0])),
         case("log", &[&[2, 3]], Positive, |b, x| b.log(x[0])),

@@ -33,6 +33,7 @@ mod rejections;
 mod reverse_semantics;
 mod round_trip;
 mod runtime;
+mod scan;
 mod spec;
 mod statistics;
 mod tied_block;

@@ -448,6 +448,10 @@ const COMPOSITES: &[&str] = &[
 /// Primitives whose values are checked by hand in their own files: `statistics.rs` (mean,
 /// argmax and batch_norm, the composites also against their lowerings) and `random.rs`.
 const OWN_FILES: &[&str] = &[
+    // The loop and the reading of its results: values against unrolled steps in catml-core's
+    // prim/scan/tests.rs and in scan.rs here.
+    "scan",
+    "unpack",
     // Comparisons, connectives and where: values in catml-core's prim/compare/tests.rs.
     "equal",
     "less",

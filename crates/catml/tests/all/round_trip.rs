@@ -151,6 +151,7 @@ fn every_primitive() -> (Program, Vec<Tensor>) {
     outputs.push(b.op(Arc::new(per_example), &[x, bias]).unwrap());
     outputs.extend(statistics_and_random_nodes(&mut b, x, bias));
     outputs.push(selection_node(&mut b, x));
+    outputs.push(scan_node(&mut b, x, bias));
     let p = b.finish(&outputs).unwrap();
     let inputs = vec![
         Tensor::f64([2, 3], vec![1.0, -2.0, 0.5, 0.0, 3.0, -0.25]).unwrap(),
@@ -257,6 +258,21 @@ fn window_nodes(b: &mut Builder) -> Vec<Var> {
         b.op(Arc::new(MaxPool2dScatter { attrs: pool }), &[img, pooled])
             .unwrap(),
     ]
+}
+
+/// A scan over the rows of `x` (2, 3) from `bias` (3): c' = c x_t + x_t, and its last carry.
+fn scan_node(b: &mut Builder, x: Var, bias: Var) -> Var {
+    let t = TensorType::new(DType::F64, [3]);
+    let mut body = Builder::new();
+    let c = body.input("c", t.clone(), InputKind::Data).unwrap();
+    let xt = body.input("x_t", t, InputKind::Data).unwrap();
+    let cx = body.mul(c, xt).unwrap();
+    let c2 = body.add(cx, xt).unwrap();
+    let body = body.finish(&[c2]).unwrap();
+    let s = catml::prim::scan::Scan::new(body, 2, 1, 1, 0).unwrap();
+    catml::prim::scan::scan(b, s, &[bias], &[x], &[])
+        .unwrap()
+        .final_carries[0]
 }
 
 #[test]

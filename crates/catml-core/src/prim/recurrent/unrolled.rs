@@ -112,28 +112,42 @@ pub fn gru(b: &mut Builder, xs: Var, h0: Var, w: &GruWeights) -> Result<Unrolled
     let mut h = h0;
     let mut states = Vec::with_capacity(steps);
     for t in 0..steps {
-        let gi_t = project_step(b, xs, t, w.w_ih, w.b_ih)?;
-        let gh = b.linear(h, w.w_hh, w.b_hh)?;
-        let pre: Vec<Var> = (0..3)
-            .map(|k| gate(b, gi_t, k, hidden))
-            .collect::<Result<_, _>>()?;
-        let hid: Vec<Var> = (0..3)
-            .map(|k| gate(b, gh, k, hidden))
-            .collect::<Result<_, _>>()?;
-        let r = b.add(pre[0], hid[0])?;
-        let r = b.sigmoid(r)?;
-        let z = b.add(pre[1], hid[1])?;
-        let z = b.sigmoid(z)?;
-        let rh = b.mul(r, hid[2])?;
-        let n = b.add(pre[2], rh)?;
-        let n = b.tanh(n)?;
-        let hn = b.sub(h, n)?;
-        let zhn = b.mul(z, hn)?;
-        h = b.add(n, zhn)?;
+        let d = b.ty(xs).dims().to_vec();
+        let slice = b.gather(xs, 0, vec![t])?;
+        let x_t = b.reshape(slice, [d[1], d[2]])?;
+        h = gru_step(b, h, x_t, &[w.w_ih, w.w_hh, w.b_ih, w.b_hh], hidden)?;
         states.push(h);
     }
     Ok(Unrolled {
         states: stack(b, &states)?,
         last: h,
     })
+}
+
+/// One GRU step from h (B, H) and x_t (B, D), weights (w_ih, w_hh, b_ih, b_hh).
+pub(crate) fn gru_step(
+    b: &mut Builder,
+    h: Var,
+    x_t: Var,
+    w: &[Var],
+    hidden: usize,
+) -> Result<Var, TypeError> {
+    let gi_t = b.linear(x_t, w[0], w[2])?;
+    let gh = b.linear(h, w[1], w[3])?;
+    let pre: Vec<Var> = (0..3)
+        .map(|k| gate(b, gi_t, k, hidden))
+        .collect::<Result<_, _>>()?;
+    let hid: Vec<Var> = (0..3)
+        .map(|k| gate(b, gh, k, hidden))
+        .collect::<Result<_, _>>()?;
+    let r = b.add(pre[0], hid[0])?;
+    let r = b.sigmoid(r)?;
+    let z = b.add(pre[1], hid[1])?;
+    let z = b.sigmoid(z)?;
+    let rh = b.mul(r, hid[2])?;
+    let n = b.add(pre[2], rh)?;
+    let n = b.tanh(n)?;
+    let hn = b.sub(h, n)?;
+    let zhn = b.mul(z, hn)?;
+    b.add(n, zhn)
 }
