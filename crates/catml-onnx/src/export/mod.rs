@@ -58,7 +58,8 @@ pub const DEFAULT_EXPORT_OPSET: i64 = 21;
 
 /// Primitives with no ONNX mapping and no lowering: a program holding one is refused with
 /// [`ExportError::Unexportable`]. Random draws follow CatML's counter-based generator, which no
-/// ONNX operator computes; `per_example` is a batching construct that `vmap` removes.
+/// ONNX operator computes; `per_example` is a batching construct that `vmap` removes; `scan`
+/// (and `unpack`, which reads it) would need ONNX's `Scan`, not written yet.
 pub const NOT_EXPORTED: &[&str] = &[
     names::DROPOUT,
     names::RANDOM_UNIFORM,
@@ -66,6 +67,8 @@ pub const NOT_EXPORTED: &[&str] = &[
     names::RANDOM_SPLIT,
     names::RANDOM_FOLD_IN,
     names::PER_EXAMPLE,
+    names::SCAN,
+    names::UNPACK,
 ];
 
 /// How to export.

@@ -197,6 +197,13 @@ fn hostile_bodies_are_errors_naming_the_place() {
         .unwrap_err()
         .to_string()
         .contains("takes no `body`"));
+    // No operands at all, and a body of no inputs whose output is a constant.
+    let empty = r#"{"inputs":[{"name":"x","shape":[1]}],"nodes":[{"name":"s","op":"scan","operands":[],"attrs":{"length":2,"carries":0,"xs":0,"consts":0},"body":{"inputs":[],"nodes":[{"name":"k","op":"constant","attrs":{"value":{"shape":[],"data":[1.0]}}}],"outputs":["k"]}}],"outputs":["s"]}"#;
+    let e = json::from_str(empty, builtins()).unwrap_err().to_string();
+    assert!(
+        e.contains("nodes[0]") && e.contains("body: takes no inputs"),
+        "{e}"
+    );
     // Bodies nested past the bound.
     let mut nested =
         String::from(r#"{"inputs":[{"name":"x","shape":[1]}],"nodes":[],"outputs":["x"]}"#);

@@ -122,6 +122,12 @@ impl GenConfig {
         self.prims = names.iter().map(|s| s.to_string()).collect();
         self
     }
+
+    /// The same draws without the primitives `names`.
+    pub fn without(mut self, names: &[&str]) -> GenConfig {
+        self.prims.retain(|p| !names.contains(&p.as_str()));
+        self
+    }
 }
 
 /// Why a program could not be generated (a generator defect: drawing rules must always fit).
