@@ -6,7 +6,8 @@
 //! packed one after another into one rank-1 tensor (a node has one value; `unpack` reads each
 //! result): every carry, stacked over the steps (`stack_carries`, the default: the reverse pass
 //! reads them as its residuals) or only the final one, then every y stacked over the steps.
-//! Step t reads x[t] and writes its results at row t; `reverse` runs t from length-1 down to 0.
+//! Step t reads row t of each x (`x[t]`) and writes its results at row t; `reverse` runs t
+//! from length-1 down to 0.
 
 use std::sync::Arc;
 
