@@ -1,6 +1,10 @@
 """Time the same workloads in JAX (jit) and NumPy, and compare with CatML.
 
-Usage: peers/run.sh bench [--quick] [--only WORKLOAD] [--json FILE]
+Usage: peers/run.sh bench [--quick] [--only WORKLOAD] [--json FILE] [--gemm FILE]
+
+With `--gemm FILE` (the JSON lines of `peers/run.sh gemm --json FILE`), the table gains the
+machine's measured peak and each row's floor: the sum of the best candidate's times for the
+row's own matrix products (the forward ones for eval, all of them for value_and_grad).
 
 Workloads, each in f32 and f64, modes `eval` and `value_and_grad`:
   tied_residual  A = X W + b, H = tanh(A), Y = X + H W + b   (L = sum(Y))
@@ -251,7 +255,31 @@ def key(r):
     return (r["workload"], r["size"], r["dtype"], r["mode"])
 
 
-def report(machine, peers, catml, catml_error, only):
+def gemm_floors(path):
+    """(floors, peaks) from the GEMM candidates' JSON lines: floors[(workload, dtype, mode)] is
+    the sum over the mode's products of the fastest candidate's seconds, peaks[dtype] the best
+    GFLOP/s on the large square product."""
+    best = {}  # (workload, dtype, product) -> (seconds, forward, flops)
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            k = (r["workload"], r["dtype"], r["product"])
+            flops = 2 * r["m"] * r["k"] * r["n"]
+            if k not in best or r["seconds"] < best[k][0]:
+                best[k] = (r["seconds"], r["forward"], flops)
+    floors, peaks = {}, {}
+    for (workload, dtype, _), (secs, forward, flops) in best.items():
+        if workload == "peak":
+            peaks[dtype] = flops / secs / 1e9
+            continue
+        for mode in MODES:
+            if mode == "value_and_grad" or forward:
+                k = (workload, dtype, mode)
+                floors[k] = floors.get(k, 0.0) + secs
+    return floors, peaks
+
+
+def report(machine, peers, catml, catml_error, only, gemm=None):
     print("# CatML vs peers")
     print()
     print(f"- machine: {machine['nproc']} cores, {machine['cpu']}")
@@ -265,19 +293,38 @@ def report(machine, peers, catml, catml_error, only):
         print(f"- CatML timings unavailable: {catml_error}")
     print()
 
+    floors, peaks = gemm_floors(gemm) if gemm else ({}, {})
+    if peaks:
+        print("- measured GEMM peak (2048-square, best candidate): "
+              + ", ".join(f"{d} {g:.1f} GFLOP/s" for d, g in sorted(peaks.items())))
+        print("- floor: the row's own matrix products at the best candidate's time; "
+              "CatML/floor 1.00 means nothing but the products")
+        print()
+
     rows = {}  # keep peers' order, then any extra CatML rows
+    flops = {}
     for r in peers:
         rows.setdefault(key(r), {})[r["library"]] = r["seconds"]
     for r in catml:
         if not only or r["workload"] == only:
             rows.setdefault(key(r), {})["catml"] = r["seconds"]
+            flops[key(r)] = r.get("flops")
 
-    print("| workload | size | dtype | mode | CatML | JAX jit | NumPy | JAX/CatML | NumPy/CatML |")
-    print("|---|---|---|---|--:|--:|--:|--:|--:|")
-    for (workload, size, dtype, mode), t in rows.items():
+    print("| workload | size | dtype | mode | CatML | JAX jit | NumPy | JAX/CatML | NumPy/CatML "
+          "| GFLOP/s | of peak | floor | CatML/floor |")
+    print("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for k, t in rows.items():
+        workload, size, dtype, mode = k
         c, j, n = t.get("catml"), t.get("jax_jit"), t.get("numpy")
+        gflops = flops.get(k) / c / 1e9 if c and flops.get(k) else None
+        peak = peaks.get(dtype)
+        # The GEMM products are those of the large sizes; the 2x3 rows have no floor.
+        floor = floors.get((workload, dtype, mode)) if size != "2x3" else None
         print(f"| {workload} | {size} | {dtype} | {mode} | {fmt_time(c)} | {fmt_time(j)} "
-              f"| {fmt_time(n)} | {fmt_ratio(j, c)} | {fmt_ratio(n, c)} |")
+              f"| {fmt_time(n)} | {fmt_ratio(j, c)} | {fmt_ratio(n, c)} "
+              f"| {f'{gflops:.1f}' if gflops else '–'} "
+              f"| {f'{gflops / peak:.0%}' if gflops and peak else '–'} "
+              f"| {fmt_time(floor)} | {fmt_ratio(c, floor)} |")
 
 
 def main():
@@ -285,6 +332,8 @@ def main():
     p.add_argument("--quick", action="store_true", help="fewer, shorter samples")
     p.add_argument("--only", choices=("tied_residual", "mlp"), help="run one workload")
     p.add_argument("--json", metavar="FILE", help="also write raw results as JSON")
+    p.add_argument("--gemm", metavar="FILE",
+                   help="JSON lines of `peers/run.sh gemm --json`: adds peak and floor columns")
     args = p.parse_args()
 
     # About 1.5 s per measurement normally; the quick mode is for smoke tests.
@@ -295,7 +344,7 @@ def main():
     catml, catml_error = run_catml()
     if catml_error:
         print(f"CatML timings unavailable: {catml_error}", file=sys.stderr)
-    report(machine, peers, catml, catml_error, args.only)
+    report(machine, peers, catml, catml_error, args.only, args.gemm)
 
     if args.json:
         with open(args.json, "w") as f:

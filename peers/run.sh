@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: peers/run.sh setup|bench|bench_conv|bench_attention|bench_per_example|agree [args...]
+# Usage: peers/run.sh setup|bench|bench_conv|bench_attention|bench_per_example|agree|gemm [args...]
 # Runs a peer script with the peers venv's python, creating the venv on first use.
 set -euo pipefail
 
@@ -19,7 +19,14 @@ case "$cmd" in
     bench|bench_conv|bench_attention|bench_per_example|agree)
         [ -x "$venv/bin/python" ] || "$here/setup.sh"
         exec "$venv/bin/python" "$here/$cmd.py" "$@" ;;
+    gemm)
+        # The GEMM candidates (a Cargo project of its own); OpenBLAS when Debian's is installed.
+        features=()
+        [ -e /usr/lib/x86_64-linux-gnu/libopenblas.so ] && features=(--features openblas)
+        cd "$here/gemm"
+        CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$here/../target}/gemm-candidates" \
+            exec cargo run --release --locked -q "${features[@]}" -- "$@" ;;
     *)
-        echo "usage: $0 setup|bench|bench_conv|bench_attention|bench_per_example|agree [args...]" >&2
+        echo "usage: $0 setup|bench|bench_conv|bench_attention|bench_per_example|agree|gemm [args...]" >&2
         exit 2 ;;
 esac

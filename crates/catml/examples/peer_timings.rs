@@ -1,5 +1,6 @@
 //! Times the peer workloads (see peers/README.md) and prints one JSON line per measurement:
-//! `{"workload", "size", "dtype", "mode", "seconds"}`, seconds per call being the median of
+//! `{"workload", "size", "dtype", "mode", "seconds", "flops"}` (flops of one call, by the cost
+//! interpreter), seconds per call being the median of
 //! repeated samples after a warm-up, each measurement taking about one second (`--quick`: a
 //! fifth of that, with fewer samples).
 //!
@@ -68,6 +69,8 @@ fn main() {
             continue;
         }
         for mode in ["eval", "value_and_grad"] {
+            let program = if mode == "eval" { &w.program } else { &w.vjp };
+            let flops = catml::interp::cost(program).flops;
             let (seconds, cpu) = match mode {
                 "eval" => measure(|| drop(std::hint::black_box(w.eval())), budget, samples),
                 _ => measure(
@@ -82,6 +85,7 @@ fn main() {
                 "dtype": w.dtype_str(),
                 "mode": mode,
                 "seconds": seconds,
+                "flops": flops,
             });
             if show_cpu {
                 record["cpu_seconds"] = cpu.into();

@@ -100,15 +100,13 @@ pub const MLP_LAYERS: [usize; 4] = [784, 512, 512, 10];
 pub const MLP_BATCH: usize = 256;
 
 /// h1 = tanh(linear(x, W1, b1)), h2 = tanh(linear(h1, W2, b2)), y = linear(h2, W3, b3),
-/// with each W of shape (out, in).
-pub fn mlp(dtype: DType) -> Workload {
+/// with each W of shape (out, in): the program alone, as tracing builds it.
+pub fn mlp_program(dtype: DType) -> Program {
     let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
     let mut b = Builder::new();
-    let mut rng = ChaCha8Rng::seed_from_u64(0);
     let mut h = b
         .input("x", ty(&[MLP_BATCH, MLP_LAYERS[0]]), InputKind::Data)
         .unwrap();
-    let mut inputs = vec![normal(&mut rng, dtype, &[MLP_BATCH, MLP_LAYERS[0]], 1.0)];
     let n_layers = MLP_LAYERS.len() - 1;
     for (l, pair) in MLP_LAYERS.windows(2).enumerate() {
         let (n_in, n_out) = (pair[0], pair[1]);
@@ -118,13 +116,6 @@ pub fn mlp(dtype: DType) -> Workload {
         let bias = b
             .input(&format!("b{}", l + 1), ty(&[n_out]), InputKind::Param)
             .unwrap();
-        inputs.push(normal(
-            &mut rng,
-            dtype,
-            &[n_out, n_in],
-            1.0 / (n_in as f64).sqrt(),
-        ));
-        inputs.push(normal(&mut rng, dtype, &[n_out], 1.0));
         let z = b.linear(h, w, bias).unwrap();
         h = if l + 1 < n_layers {
             b.tanh(z).unwrap()
@@ -132,7 +123,25 @@ pub fn mlp(dtype: DType) -> Workload {
             z
         };
     }
-    let p = b.finish(&[h]).unwrap();
+    b.finish(&[h]).unwrap()
+}
+
+/// The MLP with inputs: x standard normal, each W normal with scale 1/sqrt(fan-in), each b
+/// standard normal.
+pub fn mlp(dtype: DType) -> Workload {
+    let p = mlp_program(dtype);
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let mut inputs = vec![normal(&mut rng, dtype, &[MLP_BATCH, MLP_LAYERS[0]], 1.0)];
+    for pair in MLP_LAYERS.windows(2) {
+        let (n_in, n_out) = (pair[0], pair[1]);
+        inputs.push(normal(
+            &mut rng,
+            dtype,
+            &[n_out, n_in],
+            1.0 / (n_in as f64).sqrt(),
+        ));
+        inputs.push(normal(&mut rng, dtype, &[n_out], 1.0));
+    }
     let size = format!(
         "{}/{MLP_BATCH}",
         MLP_LAYERS.map(|n| n.to_string()).join("-")
