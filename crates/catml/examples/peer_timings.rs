@@ -5,12 +5,17 @@
 //! fifth of that, with fewer samples).
 //!
 //! `cargo run --release -q -p catml --example peer_timings [-- --quick] [--only WORKLOAD]
-//! [--size SIZE] [--dtype f32|f64] [--cpu]`
+//! [--size SIZE] [--dtype f32|f64] [--cpu] [--unchecked]`; `--unchecked` turns the non-finite
+//! check off, to measure what it costs.
 
+// Shared with the benches, which use the parts this example does not.
+#[allow(dead_code)]
 #[path = "../benches/workloads/mod.rs"]
 mod workloads;
 
 use std::time::Instant;
+
+use catml::interp::EvalOptions;
 
 /// CPU seconds used so far by this process, all threads (from /proc/self/stat, in clock ticks
 /// of 10 ms: meaningful over a whole measurement, not one call). `None` off Linux.
@@ -60,6 +65,10 @@ fn main() {
     let (only, size, dtype) = (option("--only"), option("--size"), option("--dtype"));
     // Also report CPU time per call: under load, wall time says little about the work done.
     let show_cpu = args.iter().any(|a| a == "--cpu");
+    let options = EvalOptions {
+        check_non_finite: !args.iter().any(|a| a == "--unchecked"),
+        ..EvalOptions::default()
+    };
     let (budget, samples) = if quick { (0.2, 5) } else { (1.0, 15) };
     for w in workloads::all() {
         let skip = only.as_ref().is_some_and(|o| *o != w.workload)
@@ -72,9 +81,13 @@ fn main() {
             let program = if mode == "eval" { &w.program } else { &w.vjp };
             let flops = catml::interp::cost(program).flops;
             let (seconds, cpu) = match mode {
-                "eval" => measure(|| drop(std::hint::black_box(w.eval())), budget, samples),
+                "eval" => measure(
+                    || drop(std::hint::black_box(w.eval_with(options))),
+                    budget,
+                    samples,
+                ),
                 _ => measure(
-                    || drop(std::hint::black_box(w.value_and_grad())),
+                    || drop(std::hint::black_box(w.value_and_grad_with(options))),
                     budget,
                     samples,
                 ),

@@ -6,7 +6,7 @@
 //! Shared by `benches/ad.rs` (criterion) and `examples/peer_timings.rs` (JSON lines).
 
 use catml::ad;
-use catml::interp::eval;
+use catml::interp::{eval_with_options, EvalOptions};
 use catml::ir::{Builder, InputKind, Program};
 use catml::prim::Ops;
 use catml::tensor::{DType, Tensor, TensorType};
@@ -47,11 +47,19 @@ impl Workload {
     }
 
     pub fn eval(&self) -> Vec<Tensor> {
-        eval(&self.program, &self.inputs).expect("evaluates")
+        self.eval_with(EvalOptions::default())
     }
 
     pub fn value_and_grad(&self) -> Vec<Tensor> {
-        eval(&self.vjp, &self.vjp_args).expect("evaluates")
+        self.value_and_grad_with(EvalOptions::default())
+    }
+
+    pub fn eval_with(&self, options: EvalOptions) -> Vec<Tensor> {
+        eval_with_options(&self.program, &self.inputs, options).expect("evaluates")
+    }
+
+    pub fn value_and_grad_with(&self, options: EvalOptions) -> Vec<Tensor> {
+        eval_with_options(&self.vjp, &self.vjp_args, options).expect("evaluates")
     }
 
     pub fn dtype_str(&self) -> &'static str {
