@@ -1,14 +1,15 @@
 """Pytrees: nested dicts, lists and tuples of leaves (arrays, scalars, traced values).
 
 A tree definition is a hashable description of the nesting, so that it can key a cache.
-Dicts are flattened in sorted key order, as JAX does.
+Dicts are flattened in sorted key order, as JAX does; a namedtuple is a leaf. Flattening and
+rebuilding are the extension's (`catml._catml.tree_flatten`), which the transforms' calls use.
 """
 
 from __future__ import annotations
 
 from typing import Any, List, Tuple
 
-import numpy as np
+from . import _catml
 
 LEAF = ("*",)
 NONE = ("None",)
@@ -16,62 +17,19 @@ NONE = ("None",)
 
 def flatten(tree: Any) -> Tuple[List[Any], tuple]:
     """The leaves in order and the tree definition."""
-    leaves: List[Any] = []
-    return leaves, _flatten(tree, leaves)
+    return _catml.tree_flatten(tree)
 
 
 def flatten_into(tree: Any, leaves: List[Any]) -> tuple:
     """The tree definition; the leaves are appended to `leaves` in order."""
-    return _flatten(tree, leaves)
-
-
-def _flatten(tree: Any, leaves: List[Any]) -> tuple:
-    # Exact dicts and NumPy leaves first: the common call, with no isinstance chain per leaf.
-    if type(tree) is dict:
-        keys = sorted(tree)
-        children = []
-        for k in keys:
-            v = tree[k]
-            if type(v) is np.ndarray:
-                leaves.append(v)
-                children.append(LEAF)
-            else:
-                children.append(_flatten(v, leaves))
-        return ("dict", tuple(keys), tuple(children))
-    if type(tree) is np.ndarray:
-        leaves.append(tree)
-        return LEAF
-    if tree is None:
-        return NONE
-    if isinstance(tree, dict):
-        keys = sorted(tree)
-        return ("dict", tuple(keys), tuple(_flatten(tree[k], leaves) for k in keys))
-    if isinstance(tree, tuple) and not hasattr(tree, "_fields"):
-        return ("tuple", tuple(_flatten(x, leaves) for x in tree))
-    if isinstance(tree, list):
-        return ("list", tuple(_flatten(x, leaves) for x in tree))
-    leaves.append(tree)
-    return LEAF
+    ls, treedef = _catml.tree_flatten(tree)
+    leaves.extend(ls)
+    return treedef
 
 
 def unflatten(treedef: tuple, leaves: List[Any]) -> Any:
-    """The tree of `treedef` holding `leaves` in order."""
-    it = iter(leaves)
-    out = _unflatten(treedef, it)
-    return out
-
-
-def _unflatten(treedef: tuple, it) -> Any:
-    kind = treedef[0]
-    if kind == "*":
-        return next(it)
-    if kind == "None":
-        return None
-    if kind == "dict":
-        return {k: next(it) if c is LEAF else _unflatten(c, it)
-                for k, c in zip(treedef[1], treedef[2])}
-    children = [_unflatten(c, it) for c in treedef[1]]
-    return tuple(children) if kind == "tuple" else children
+    """The tree of `treedef` holding `leaves` (exactly as many as it has) in order."""
+    return _catml.tree_unflatten(treedef, list(leaves))
 
 
 def paths(treedef: tuple, prefix: str) -> List[str]:

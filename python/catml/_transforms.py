@@ -340,17 +340,42 @@ def load(path: str) -> Program:
     return Program(_catml.load(str(path)))
 
 
+def _compiled(f: Callable, form: str, argnums: Argnums = 0, has_aux: bool = False) -> Any:
+    """`f` transformed (`form` is "jit", "value_and_grad", "grad" or "grad_aux") as a callable
+    whose common call stays in the extension: flatten the arguments, find the stage of their
+    signature, evaluate, rebuild the result. A new signature, traced values, or leaves to
+    convert come here, to `miss`."""
+    staged = _Staged(f)
+    key = (form, argnums if isinstance(argnums, int) else tuple(argnums), has_aux)
+
+    def make(compiled, st: _Stage, leaves: List[Any]) -> Any:
+        if form == "jit":
+            stage = _catml.Stage(st.program, st.out_tree, "jit")
+        else:
+            g = _GradStage(st, argnums, leaves, has_aux)
+            stage = _catml.Stage(g.program, st.out_tree, form, g.n_out,
+                                 [(st.arg_trees[a], ks) for a, ks in g.slots_by_arg],
+                                 isinstance(argnums, int))
+        compiled.insert(list(st.arg_trees), [_type_of(x) for x in leaves], stage)
+        return stage
+
+    def miss(compiled, args: Tuple[Any, ...]) -> Any:
+        st, leaves = staged.stage(args)
+        stage = st.derive(key, lambda: make(compiled, st, leaves))
+        if any(isinstance(x, Tracer) for x in leaves):
+            return stage.rebuild(_run(stage.program, leaves))
+        return stage.run(leaves)
+
+    compiled = _catml.Compiled(miss)
+    functools.update_wrapper(compiled, f)
+    compiled.trace_count = lambda: staged.trace_count
+    return compiled
+
+
 def jit(f: Callable) -> Callable:
     """`f` traced once per signature and then only evaluated."""
-    staged = _Staged(f)
-
-    @functools.wraps(f)
-    def jitted(*args: Any) -> Any:
-        st, leaves = staged.stage(args)
-        return _pytree.unflatten(st.out_tree, _run(st.program, leaves))
-
-    jitted.trace_count = lambda: staged.trace_count  # type: ignore[attr-defined]
-    jitted.lower = lambda *a: trace(f, *a)  # type: ignore[attr-defined]
+    jitted = _compiled(f, "jit")
+    jitted.lower = lambda *a: trace(f, *a)
     return jitted
 
 
@@ -358,22 +383,7 @@ def value_and_grad(f: Callable, argnums: Argnums = 0, has_aux: bool = False) -> 
     """`f`'s value and its gradient with respect to the arguments at `argnums` (in their
     structure; a tuple of them when `argnums` is a sequence). `f` returns one float element,
     or `(value, aux)` with `has_aux`."""
-    staged = _Staged(f)
-
-    key = ("grad", argnums if isinstance(argnums, int) else tuple(argnums))
-
-    @functools.wraps(f)
-    def value_and_grad_f(*args: Any) -> Any:
-        st, leaves = staged.stage(args)
-        g = st.derive(key, lambda: _GradStage(st, argnums, leaves, has_aux))
-        outs = _run(g.program, leaves)
-        primal = _pytree.unflatten(st.out_tree, outs[:g.n_out])
-        grads = [_pytree.unflatten(st.arg_trees[a], [outs[k] for k in ks])
-                 for a, ks in g.slots_by_arg]
-        return primal, grads[0] if isinstance(argnums, int) else tuple(grads)
-
-    value_and_grad_f.trace_count = lambda: staged.trace_count  # type: ignore[attr-defined]
-    return value_and_grad_f
+    return _compiled(f, "value_and_grad", argnums, has_aux)
 
 
 class _GradStage:
@@ -409,18 +419,9 @@ def _check_aux_tree(tree: tuple, has_aux: bool) -> None:
 
 
 def grad(f: Callable, argnums: Argnums = 0, has_aux: bool = False) -> Callable:
-    """The gradient of `f` (one float element) with respect to the arguments at `argnums`."""
-    vg = value_and_grad(f, argnums, has_aux)
-
-    @functools.wraps(f)
-    def grad_f(*args: Any) -> Any:
-        (value, g) = vg(*args)
-        if has_aux:
-            return g, value[1]
-        return g
-
-    grad_f.trace_count = vg.trace_count  # type: ignore[attr-defined]
-    return grad_f
+    """The gradient of `f` (one float element) with respect to the arguments at `argnums`;
+    `(gradient, aux)` with `has_aux`."""
+    return _compiled(f, "grad_aux" if has_aux else "grad", argnums, has_aux)
 
 
 def _check_like(primals_leaves, tangent_leaves, ptree, ttree, what: str) -> None:

@@ -5,9 +5,10 @@
 //! back as NumPy arrays that take over the tensor's buffer.
 
 use catml_core::tensor::{Array, DType, Lent, Shape, Stored, Tensor, TensorError, TensorType};
-use numpy::ndarray::{ArrayD, IxDyn};
+use numpy::ndarray::{ArrayD, Dimension, IxDyn};
 use numpy::{
-    Element, IntoPyArray, PyArrayDyn, PyArrayMethods, PyUntypedArray, PyUntypedArrayMethods,
+    Element, IntoPyArray, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray,
+    PyUntypedArrayMethods,
 };
 use pyo3::prelude::*;
 
@@ -42,6 +43,26 @@ pub fn to_tensor(
     };
     let dims = Shape::new(array.shape().to_vec());
     let value_error = |e: TensorError| raise(Kind::Value, format!("{}: {e}", what()));
+    // The common dtypes by kind and size, without building a dtype to compare with.
+    let descr = array.dtype();
+    if descr.is_native_byteorder() != Some(false) && !descr.has_fields() {
+        // SAFETY: the kind and item size (in native byte order) are those of `T` below.
+        match (descr.kind(), descr.itemsize()) {
+            (b'f', 4) => {
+                let a = unsafe { array.cast_unchecked::<PyArrayDyn<f32>>() };
+                return Ok(Tensor::F32(array_of(a, dims, read)?.map_err(value_error)?));
+            }
+            (b'f', 8) => {
+                let a = unsafe { array.cast_unchecked::<PyArrayDyn<f64>>() };
+                return Ok(Tensor::F64(array_of(a, dims, read)?.map_err(value_error)?));
+            }
+            (b'i', 8) => {
+                let a = unsafe { array.cast_unchecked::<PyArrayDyn<i64>>() };
+                return Ok(Tensor::I64(array_of(a, dims, read)?.map_err(value_error)?));
+            }
+            _ => {}
+        }
+    }
     if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
         return Ok(Tensor::F32(array_of(a, dims, read)?.map_err(value_error)?));
     } else if let Ok(a) = array.cast::<PyArrayDyn<f64>>() {
@@ -143,11 +164,21 @@ pub fn to_numpy<'py>(py: Python<'py>, t: Tensor) -> PyResult<Bound<'py, PyAny>> 
     })
 }
 
-fn owned<T: Element>(
+/// Results of at most this many elements are copied into an array NumPy allocates (cheaper
+/// than a second Python object keeping a Rust buffer alive); larger ones keep their buffer.
+const COPY_BELOW: usize = 1024;
+
+fn owned<T: Element + Copy>(
     py: Python<'_>,
     dims: IxDyn,
     data: Vec<T>,
 ) -> Result<Bound<'_, PyAny>, numpy::ndarray::ShapeError> {
+    if data.len() <= COPY_BELOW && dims.size() == data.len() {
+        // SAFETY: every one of the array's `data.len()` elements is written before it is read.
+        let a = unsafe { PyArrayDyn::<T>::new(py, dims, false) };
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), a.data(), data.len()) };
+        return Ok(a.into_any());
+    }
     Ok(ArrayD::from_shape_vec(dims, data)?
         .into_pyarray(py)
         .into_any())

@@ -2,9 +2,11 @@
 //! derivatives, module files. The `catml` Python package builds its API on these.
 
 mod array;
+mod compiled;
 mod errors;
 mod load;
 mod program;
+mod pytree;
 mod trace;
 mod train;
 mod value;
@@ -16,6 +18,10 @@ fn _catml(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<value::PyValue>()?;
     m.add_class::<program::PyProgram>()?;
+    m.add_class::<compiled::Compiled>()?;
+    m.add_class::<compiled::Stage>()?;
+    m.add_function(wrap_pyfunction!(pytree::tree_flatten, m)?)?;
+    m.add_function(wrap_pyfunction!(pytree::tree_unflatten, m)?)?;
     m.add_function(wrap_pyfunction!(value::apply, m)?)?;
     m.add_function(wrap_pyfunction!(value::constant, m)?)?;
     m.add_function(wrap_pyfunction!(trace::trace, m)?)?;

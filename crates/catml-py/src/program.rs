@@ -35,7 +35,7 @@ impl PyProgram {
     }
 
     /// The tensors of NumPy arrays, one per input in order, each of the input's type.
-    fn tensors(&self, inputs: &[Bound<'_, PyAny>]) -> PyResult<Vec<Tensor>> {
+    pub(crate) fn tensors(&self, inputs: &[Bound<'_, PyAny>]) -> PyResult<Vec<Tensor>> {
         let p = &self.program;
         if inputs.len() != p.n_inputs() {
             return Err(raise(
@@ -61,7 +61,7 @@ impl PyProgram {
     }
 
     /// Evaluates on tensors in input order with the GIL released.
-    fn run(&self, py: Python<'_>, inputs: Vec<Tensor>) -> PyResult<Vec<Tensor>> {
+    pub(crate) fn run(&self, py: Python<'_>, inputs: Vec<Tensor>) -> PyResult<Vec<Tensor>> {
         let error = |e| raise(Kind::Value, format!("evaluating the program: {e}"));
         let plan = match self.plan.get() {
             Some(plan) => plan,
@@ -85,7 +85,7 @@ impl PyProgram {
 }
 
 /// Checks that `t` has the type input `index` declares; no dtype is converted.
-fn check_input(p: &Program, index: usize, t: &Tensor) -> PyResult<()> {
+pub(crate) fn check_input(p: &Program, index: usize, t: &Tensor) -> PyResult<()> {
     let input = &p.inputs()[index];
     let found = t.ty();
     if found.dtype != input.ty.dtype {
