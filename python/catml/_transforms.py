@@ -30,6 +30,8 @@ def _leaf_array(x: Any, where: str) -> Any:
     if isinstance(x, bool):
         return np.asarray(x, dtype=np.bool_)
     if isinstance(x, int):
+        if not -2**63 <= x < 2**63:
+            raise _catml.ValueError(f"{where} is the int {x}, outside the range of int64")
         return np.asarray(x, dtype=np.int64)
     if isinstance(x, float):
         return np.asarray(x, dtype=np.float64)
