@@ -260,21 +260,26 @@ impl Compiled {
     /// The stage of this signature, if one was traced.
     fn find(&self, py: Python<'_>, trees: &[Tree], tensors: &[Tensor]) -> Option<Arc<Entry>> {
         let hash = signature_hash(py, trees, tensors.iter().map(|t| (t.dtype(), t.dims()))).ok()?;
-        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries
-            .get(&hash)?
-            .iter()
-            .find(|e| {
-                e.types.len() == tensors.len()
-                    && e.types
-                        .iter()
-                        .zip(tensors)
-                        .all(|(ty, t)| t.dtype() == ty.dtype && t.dims() == ty.shape.dims())
-                    && e.trees.len() == trees.len()
-                    && e.trees.iter().zip(trees).all(|(a, b)| a.same(py, b))
-            })
-            .cloned()
+        self.bucket(hash).into_iter().find(|e| {
+            e.types.len() == tensors.len()
+                && e.types
+                    .iter()
+                    .zip(tensors)
+                    .all(|(ty, t)| t.dtype() == ty.dtype && t.dims() == ty.shape.dims())
+                && same_trees(py, &e.trees, trees)
+        })
     }
+
+    /// The entries of one hash. Copied out: comparing keys may run Python code (a key's
+    /// `__eq__`), which must not happen under the lock another thread may wait on with the GIL.
+    fn bucket(&self, hash: u64) -> Vec<Arc<Entry>> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.get(&hash).cloned().unwrap_or_default()
+    }
+}
+
+fn same_trees(py: Python<'_>, a: &[Tree], b: &[Tree]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.same(py, b))
 }
 
 #[pymethods]
@@ -321,13 +326,14 @@ impl Compiled {
             types,
             stage,
         });
+        let replaced: Vec<Arc<Entry>> = self
+            .bucket(hash)
+            .into_iter()
+            .filter(|e| e.types == entry.types && same_trees(py, &e.trees, &entry.trees))
+            .collect();
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let same = entries.entry(hash).or_default();
-        same.retain(|e| {
-            !(e.types == entry.types
-                && e.trees.len() == entry.trees.len()
-                && e.trees.iter().zip(&entry.trees).all(|(a, b)| a.same(py, b)))
-        });
+        same.retain(|e| !replaced.iter().any(|r| Arc::ptr_eq(r, e)));
         same.push(entry);
         Ok(())
     }
