@@ -34,6 +34,7 @@ mod reverse_semantics;
 mod round_trip;
 mod runtime;
 mod scan;
+mod scan_vmap;
 mod spec;
 mod statistics;
 mod tied_block;

@@ -309,9 +309,7 @@ fn every_registered_primitive_batches_over_every_axis_of_every_operand() {
     let mut cases = 0;
     for name in registry.names() {
         assert!(registry.example(name).is_some(), "{name} has no example");
-        // scan and unpack have no batching rule yet (docs/scan.md).
-        let unbatched = ["scan", "unpack"].contains(&name);
-        let Some((p, draws)) = one_node(name, 17).filter(|_| !unbatched) else {
+        let Some((p, draws)) = one_node(name, 17) else {
             untested.push(name.to_string());
             continue;
         };
@@ -337,14 +335,9 @@ fn every_registered_primitive_batches_over_every_axis_of_every_operand() {
             cases += 1;
         }
     }
-    // A primitive without operands (constant) is not batched on its own; scan and unpack
-    // have no batching rule yet (docs/scan.md), and vmap refuses them naming the node.
+    // A primitive without operands (constant) is not batched on its own.
     untested.sort();
-    assert_eq!(
-        untested,
-        ["constant", "scan", "unpack"],
-        "primitives not batched"
-    );
+    assert_eq!(untested, ["constant"], "primitives not batched");
     assert!(cases > 150, "{cases} cases");
 }
 

@@ -1,6 +1,7 @@
 //! `scan`: a loop whose step is a nested program (docs/scan.md), its derivative rules, the
 //! `unpack` primitive that reads one of its results, and the builder function that applies it.
 
+mod batch;
 pub mod build;
 pub mod primitive;
 mod rules;

@@ -430,6 +430,14 @@ impl Primitive for Scan {
     ) -> Result<Vec<Option<Var>>, RuleError> {
         super::rules::vjp(self, b, x, y, dy)
     }
+    fn batch(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<Var, RuleError> {
+        super::batch::batch(self, b, x, at)
+    }
 }
 
 /// A scan over the leading axis of a drawn value: c' = tanh(c w + x_t) from a drawn initial

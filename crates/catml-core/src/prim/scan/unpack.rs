@@ -1,7 +1,8 @@
 //! unpack {"offset", "shape"}: the elements `offset .. offset + numel(shape)` of a rank-1
 //! operand, as a tensor of `shape`. It reads one result out of a `scan` node, whose value is
 //! its results packed one after another (docs/scan.md). Linear: its JVP unpacks the tangent,
-//! its VJP places the cotangent between zeros.
+//! its VJP places the cotangent between zeros. Batched (`vmap`), each example's packed value is
+//! a row of a (B, L) operand, and the same run is read out of every row.
 
 use std::sync::Arc;
 
@@ -130,6 +131,16 @@ impl Primitive for Unpack {
             b.concat(&parts, 0)?
         };
         Ok(vec![Some(whole)])
+    }
+    /// A batched operand is (B, L), one packed value per example: the run is read out of each
+    /// row by the unpack kernel itself, so the batch equals a loop over examples bit for bit.
+    fn batch(
+        &self,
+        b: &mut Builder,
+        x: &[Var],
+        at: &crate::ir::BatchCtx,
+    ) -> Result<Var, RuleError> {
+        crate::prim::batching::per_example(b, x, at)
     }
 }
 
