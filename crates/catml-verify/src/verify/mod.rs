@@ -19,6 +19,7 @@
 //! | `lowerings` | composite kernels against their lowerings into the core fragment |
 //! | `vmap` | generated programs batched by `vmap` with random axes, against a loop of evaluations, bitwise |
 //! | `checkpoint` | generated programs' VJP under every checkpoint policy against the plain VJP, bitwise; only kept values read |
+//! | `scan` | random scans (generated bodies, random counts, shapes, length, `reverse`, `stack_carries`) against their unrolling: values bitwise, JVP and VJP within 1e-12 relative |
 //!
 //! [`run`] returns [`Results`]; nothing here prints. Progress goes to a [`Progress`] observer.
 //! Every family draws from its own `ChaCha8Rng` seeded from the run's seed and its name, so one
@@ -35,6 +36,7 @@ mod policy;
 mod rational;
 mod rewrites;
 mod roundtrip;
+mod scan;
 mod smooth;
 mod tied;
 pub mod vmap;
@@ -294,6 +296,7 @@ const FAMILIES: &[(&str, FamilyFn)] = &[
     ("lowerings", lowering::run),
     ("vmap", vmap::run),
     ("checkpoint", checkpoint::run),
+    ("scan", scan::run),
 ];
 
 /// The families' names, in report order.

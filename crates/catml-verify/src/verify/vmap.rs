@@ -12,7 +12,6 @@ use super::generate::{generate, random_inputs, GenConfig};
 use super::{Ctx, FamilyReport, Tally};
 use crate::interp;
 use crate::ir::Program;
-use crate::prim::names;
 use crate::tensor::{Tensor, TensorType};
 use crate::transform::{vmap, Axis};
 
@@ -27,13 +26,11 @@ pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let mut rng = ctx.rng();
     for k in 0..n {
         let seed = rng.random::<u64>();
-        // scan and unpack have no batching rule yet (docs/scan.md): vmap refuses them.
         let cfg = GenConfig {
             n_nodes: rng.random_range(1..=12),
             max_outputs: 2,
             ..GenConfig::default()
-        }
-        .without(&[names::SCAN, names::UNPACK]);
+        };
         let what = format!("program {k} (seed {seed})");
         match generate(&cfg, seed) {
             Ok(p) => check_random_axes(&mut t, &p, &what, seed),
