@@ -6,6 +6,10 @@
 //! keeps its type exactly, and the outputs carry the batch. Anything else is an error naming the
 //! node, never a program with a different meaning.
 //!
+//! A node with a body (a scan) that reads the batch is refused: its body is typed at the old
+//! batch and its packed value does not lead with the batch. A node with a body that does not
+//! read the batch is kept whole, body and all.
+//!
 //! Only programs whose rows are independent (each output row reads only its own input row) mean
 //! the same thing at every batch size; the checks above cannot see a sum over the batch axis
 //! that keeps the batch dimension, so callers rebatch row-wise models.
@@ -104,6 +108,13 @@ pub fn rebatch(
             reason,
         };
         let carries = node.operands.iter().any(|v| batched[v.index()]);
+        if carries && node.prim.body().is_some() {
+            // The body is typed at the old batch, and the node's value need not lead with the
+            // batch (a scan packs its results), so no attribute says where the batch sits.
+            return Err(fail(format!(
+                "it reads the batch and runs a body typed at batch {from}; a node with a body is not rebatched"
+            )));
+        }
         let operands: Vec<_> = node.operands.iter().map(|v| vars[v.index()]).collect();
         let prim = match substitute(&node.prim.attrs(), node.ty.dims(), to).filter(|_| carries) {
             None => node.prim.clone(),
@@ -217,6 +228,47 @@ mod tests {
         let p = json::from_str(&text, registry).unwrap();
         let e = rebatch(&p, 4, 3, registry).unwrap_err();
         assert!(e.to_string().starts_with("node `pairs` (reshape)"), "{e}");
+    }
+
+    /// A running sum over 3 steps of a carry of `rows` rows, from the data input `c0`
+    /// (rows, 2), over the data input `xs` (3, rows, 2).
+    fn running_sum(rows: usize) -> Program {
+        use crate::prim::scan::{scan, Scan};
+        use crate::prim::Ops;
+        let ty = TensorType::new(crate::tensor::DType::F64, [rows, 2]);
+        let mut body = Builder::new();
+        let c = body.input("c", ty.clone(), InputKind::Data).unwrap();
+        let x = body.input("x", ty.clone(), InputKind::Data).unwrap();
+        let s = body.add(c, x).unwrap();
+        let body = body.finish(&[s]).unwrap();
+        let mut b = Builder::new();
+        let c0 = b.input("c0", ty.clone(), InputKind::Data).unwrap();
+        let xs = b
+            .input(
+                "xs",
+                TensorType::new(ty.dtype, [3, rows, 2]),
+                InputKind::Data,
+            )
+            .unwrap();
+        let s = Scan::new(body, 3, 1, 1, 0).unwrap();
+        let r = scan(&mut b, s, &[c0], &[xs], &[]).unwrap();
+        let y = b.tanh(c0).unwrap();
+        let out = b.add(r.final_carries[0], y).unwrap();
+        b.finish(&[out]).unwrap()
+    }
+
+    #[test]
+    fn a_scan_that_reads_the_batch_is_refused_with_its_name() {
+        let registry = crate::prim::builtins();
+        let p = running_sum(4);
+        let e = rebatch(&p, 4, 2, registry).unwrap_err();
+        let scan_name = &p.nodes()[0].name;
+        assert!(
+            e.to_string().starts_with(&format!(
+                "node `{scan_name}` (scan): it reads the batch and runs a body typed at batch 4"
+            )),
+            "{e}"
+        );
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::tensor::{DType, Tensor, TensorType};
 const DERIVATIVE_TOL: f64 = 1e-12;
 
 pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
-    let n = ctx.level.pick(8, 120, 600);
+    let n = ctx.level.pick(8, 300, 1500);
     let mut t = ctx.tally(
         "random scans (generated bodies, random carries, xs, consts, length, reverse, stack_carries) against their unrolling: values bitwise, JVP and VJP within 1e-12 relative",
         "a scan is its body applied length times in order (docs/scan.md)",
