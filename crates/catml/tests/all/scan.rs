@@ -144,3 +144,28 @@ fn a_scanned_gru_trains_at_t_1000() {
     }
     assert!(losses[2] < losses[0], "losses {losses:?}");
 }
+
+#[test]
+fn a_checkpoint_policy_recomputes_a_scans_carries_with_equal_gradients() {
+    use catml::ad::CheckpointPolicy;
+    let (t, batch, hidden) = (20, 3, 4);
+    let (p, params) = loss(t, batch, hidden, true, false, DType::F64);
+    let args = arguments(&p, &params, &data(t, batch, hidden, DType::F64, 11));
+    let plain = ad::grad(&p).unwrap();
+    let scan_value = |v: &ad::Vjp| {
+        v.layout.residuals.iter().any(|r| {
+            p.nodes()
+                .iter()
+                .any(|n| n.name == r.name && n.prim.name() == "scan")
+        })
+    };
+    // Without a policy the backward scan reads the forward scan's stacked carries.
+    assert!(scan_value(&plain));
+    let want = eval(&plain.program, &args).unwrap();
+    for policy in [CheckpointPolicy::NothingSaveable, CheckpointPolicy::Dots] {
+        let v = ad::grad_with(&p, &policy).unwrap();
+        // The scan is run again in the backward part instead: its value is no residual.
+        assert!(!scan_value(&v), "{policy:?} kept the scan's value");
+        assert_eq!(eval(&v.program, &args).unwrap(), want, "{policy:?}");
+    }
+}
