@@ -1,9 +1,12 @@
 """Call overhead of `value_and_grad` on the tiny MLP (x f64[2] -> linear 4 -> relu ->
 linear 1 -> sigmoid), from Python: CatML's transform, CatML's gradient program evaluated
 directly, the same evaluation looped inside Rust (the floor), and
-`jax.jit(jax.value_and_grad)`. Prints the best of seven rounds in µs (the least disturbed by
-other work on the machine), and the overhead of the transform over the Rust floor."""
+`jax.jit(jax.value_and_grad)`. The four are timed in turn within each of seven rounds, so
+that a disturbance of the machine reaches all of them alike. Prints the best round of each in
+µs (the least disturbed), and the overhead of the transform over the Rust floor: the median,
+over the rounds, of the difference within a round."""
 
+import statistics
 import time
 
 import numpy as np
@@ -17,16 +20,12 @@ def mlp(m, p, x):
     return m.sum(1.0 / (1.0 + m.exp(-(p["W2"] @ h + p["b2"]))))
 
 
-def timed(call, n=20000, rounds=7):
-    for _ in range(1000):
+def per_call(call, n):
+    """µs per call over one round of `n` calls."""
+    t = time.perf_counter()
+    for _ in range(n):
         call()
-    out = []
-    for _ in range(rounds):
-        t = time.perf_counter()
-        for _ in range(n):
-            call()
-        out.append((time.perf_counter() - t) / n * 1e6)
-    return min(out)
+    return (time.perf_counter() - t) / n * 1e6
 
 
 rng = np.random.default_rng(0)
@@ -35,15 +34,15 @@ params = {"W1": rng.normal(size=(4, 2)), "b1": rng.normal(size=4),
 x = rng.normal(size=2)
 
 vg = catml.value_and_grad(lambda p, x: mlp(cnp, p, x))
-vg_time = timed(lambda: vg(params, x))
-print(f"catml.value_and_grad (pytree)      {vg_time:7.2f} µs")
 program = catml.trace(lambda p, x: mlp(cnp, p, x), params, x)._p
 gprog, _ = program.grad([0, 1, 2, 3])
 leaves = [params[k] for k in sorted(params)] + [x]
-print(f"gradient program eval (flat list)  {timed(lambda: gprog.eval(leaves)):7.2f} µs")
-floor = min(gprog.time_eval(leaves, 20000) * 1e6 for _ in range(7))
-print(f"the same evaluation, loop in Rust    {floor:7.2f} µs")
-print(f"overhead of value_and_grad over the Rust floor: {vg_time - floor:.2f} µs")
+N = 20000
+rounds = {
+    "catml.value_and_grad (pytree)    ": lambda: per_call(lambda: vg(params, x), N),
+    "gradient program eval (flat list)": lambda: per_call(lambda: gprog.eval(leaves), N),
+    "the same evaluation, loop in Rust": lambda: gprog.time_eval(leaves, N) * 1e6,
+}
 try:
     import jax
     import jax.numpy as jnp
@@ -51,7 +50,18 @@ try:
     jax.config.update("jax_enable_x64", True)
     jvg = jax.jit(jax.value_and_grad(lambda p, x: mlp(jnp, p, x)))
     jax.block_until_ready(jvg(params, x))
-    print(f"jax.jit(jax.value_and_grad)        "
-          f"{timed(lambda: jax.block_until_ready(jvg(params, x)), n=5000):7.2f} µs")
+    rounds["jax.jit(jax.value_and_grad)      "] = lambda: per_call(
+        lambda: jax.block_until_ready(jvg(params, x)), N // 4)
 except ImportError:
     print("jax is not installed: no JAX figure")
+for run in rounds.values():  # warm-up
+    run()
+times = {name: [] for name in rounds}
+for _ in range(7):
+    for name, run in rounds.items():
+        times[name].append(run())
+for name, ts in times.items():
+    print(f"{name}  {min(ts):7.2f} µs")
+vg_times, floor_times = list(times.values())[0], list(times.values())[2]
+overhead = statistics.median(v - f for v, f in zip(vg_times, floor_times))
+print(f"overhead of value_and_grad over the Rust floor (median within a round): {overhead:.2f} µs")
