@@ -21,8 +21,8 @@ use crate::value::PyValue;
 pub struct PyProgram {
     pub(crate) program: Arc<Program>,
     pub(crate) params: Params,
-    /// Where each value dies and the peak of live bytes, worked out at the first evaluation.
-    plan: OnceLock<interp::EvalPlan>,
+    /// The program compiled for evaluation, at the first evaluation.
+    executable: OnceLock<interp::Executable>,
 }
 
 impl PyProgram {
@@ -30,7 +30,7 @@ impl PyProgram {
         PyProgram {
             program: Arc::new(program),
             params,
-            plan: OnceLock::new(),
+            executable: OnceLock::new(),
         }
     }
 
@@ -63,15 +63,14 @@ impl PyProgram {
     /// Evaluates on tensors in input order with the GIL released.
     pub(crate) fn run(&self, py: Python<'_>, inputs: Vec<Tensor>) -> PyResult<Vec<Tensor>> {
         let error = |e| raise(Kind::Value, format!("evaluating the program: {e}"));
-        let plan = match self.plan.get() {
-            Some(plan) => plan,
+        let exe = match self.executable.get() {
+            Some(exe) => exe,
             None => {
-                let plan = interp::EvalPlan::new(&self.program).map_err(error)?;
-                self.plan.get_or_init(|| plan)
+                let made = interp::Executable::new((*self.program).clone()).map_err(error)?;
+                self.executable.get_or_init(|| made)
             }
         };
-        let program = &*self.program;
-        py.detach(|| interp::eval_planned(program, plan, &inputs, interp::EvalOptions::default()))
+        py.detach(|| exe.run(&inputs, interp::EvalOptions::default()))
             .map_err(error)
     }
 

@@ -1,6 +1,7 @@
 //! Eval and value-and-grad (eval of the VJP program with all-ones seeds) of the peer workloads:
 //! the tied residual block at (2, 3) and (256, 512) and the 784-512-512-10 tanh MLP at batch
-//! 256, in f32 and f64. `cargo bench -p catml --bench ad`.
+//! 256, in f32 and f64, each by the compiled `Executable` and by the interpreter (planning every
+//! call). `cargo bench -p catml --bench ad`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -14,6 +15,13 @@ fn bench(c: &mut Criterion) {
         }
         g.bench_function("eval", |b| b.iter(|| w.eval()));
         g.bench_function("value_and_grad", |b| b.iter(|| w.value_and_grad()));
+        let options = catml::interp::EvalOptions::default();
+        g.bench_function("eval interpreted", |b| {
+            b.iter(|| w.eval_interpreted(options))
+        });
+        g.bench_function("value_and_grad interpreted", |b| {
+            b.iter(|| w.value_and_grad_interpreted(options))
+        });
         g.finish();
     }
 }

@@ -5,8 +5,10 @@
 //! fifth of that, with fewer samples).
 //!
 //! `cargo run --release -q -p catml --example peer_timings [-- --quick] [--only WORKLOAD]
-//! [--size SIZE] [--dtype f32|f64] [--cpu] [--unchecked]`; `--unchecked` turns the non-finite
-//! check off, to measure what it costs.
+//! [--size SIZE] [--dtype f32|f64] [--mode eval|value_and_grad] [--cpu] [--unchecked]
+//! [--interpreted]`; `--unchecked` turns
+//! the non-finite check off, to measure what it costs; `--interpreted` times the interpreter
+//! (`interp::eval_with_options`, planning every call) instead of the compiled `Executable`.
 
 // Shared with the benches, which use the parts this example does not.
 #[allow(dead_code)]
@@ -63,12 +65,14 @@ fn main() {
             .and_then(|i| args.get(i + 1).cloned())
     };
     let (only, size, dtype) = (option("--only"), option("--size"), option("--dtype"));
+    let only_mode = option("--mode");
     // Also report CPU time per call: under load, wall time says little about the work done.
     let show_cpu = args.iter().any(|a| a == "--cpu");
     let options = EvalOptions {
         check_non_finite: !args.iter().any(|a| a == "--unchecked"),
         ..EvalOptions::default()
     };
+    let interpreted = args.iter().any(|a| a == "--interpreted");
     let (budget, samples) = if quick { (0.2, 5) } else { (1.0, 15) };
     for w in workloads::all() {
         let skip = only.as_ref().is_some_and(|o| *o != w.workload)
@@ -78,20 +82,18 @@ fn main() {
             continue;
         }
         for mode in ["eval", "value_and_grad"] {
+            if only_mode.as_ref().is_some_and(|m| m != mode) {
+                continue;
+            }
             let program = if mode == "eval" { &w.program } else { &w.vjp };
             let flops = catml::interp::cost(program).flops;
-            let (seconds, cpu) = match mode {
-                "eval" => measure(
-                    || drop(std::hint::black_box(w.eval_with(options))),
-                    budget,
-                    samples,
-                ),
-                _ => measure(
-                    || drop(std::hint::black_box(w.value_and_grad_with(options))),
-                    budget,
-                    samples,
-                ),
+            let call = |w: &workloads::Workload| match (mode, interpreted) {
+                ("eval", false) => w.eval_with(options),
+                ("eval", true) => w.eval_interpreted(options),
+                (_, false) => w.value_and_grad_with(options),
+                (_, true) => w.value_and_grad_interpreted(options),
             };
+            let (seconds, cpu) = measure(|| drop(std::hint::black_box(call(&w))), budget, samples);
             let mut record = serde_json::json!({
                 "workload": w.workload,
                 "size": w.size,

@@ -1,13 +1,15 @@
 //! The interpreter's measured peak of heap bytes against the plan's prediction
-//! (`EvalPlan::peak`, what `catml cost` reports as `peak_live_bytes`), by a counting
-//! allocator. Its own test binary, so that no other test allocates while one is measured.
+//! (`EvalPlan::peak`, what `catml cost` reports as `peak_live_bytes`), and an `Executable`'s
+//! steady state (no value buffer allocated), by a counting allocator. Its own test binary, so
+//! that no other test allocates while one is measured.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use catml::interp::{eval_planned, EvalOptions, EvalPlan};
-use catml::ir::Program;
-use catml::tensor::{DType, Tensor};
+use catml::interp::{eval_planned, eval_with_options, EvalOptions, EvalPlan, Executable};
+use catml::ir::{Builder, InputKind, Program};
+use catml::prim::Ops;
+use catml::tensor::{DType, Tensor, TensorType};
 
 #[path = "../benches/workloads/mod.rs"]
 #[allow(dead_code)]
@@ -21,6 +23,9 @@ struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
+/// Allocations of at least `LARGE` bytes so far.
+static LARGE_COUNT: AtomicUsize = AtomicUsize::new(0);
+const LARGE: usize = 64 << 10;
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
@@ -28,6 +33,9 @@ unsafe impl GlobalAlloc for Counting {
         if !p.is_null() {
             let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
             PEAK.fetch_max(now, Ordering::Relaxed);
+            if layout.size() >= LARGE {
+                LARGE_COUNT.fetch_add(1, Ordering::Relaxed);
+            }
         }
         p
     }
@@ -75,7 +83,10 @@ fn the_measured_peak_matches_the_plans() {
         .num_threads(1)
         .build()
         .unwrap()
-        .install(measured_peaks_match_the_plans);
+        .install(|| {
+            measured_peaks_match_the_plans();
+            an_executable_allocates_no_value_buffer_in_its_steady_state();
+        });
 }
 
 fn measured_peaks_match_the_plans() {
@@ -111,4 +122,61 @@ fn measured_peaks_match_the_plans() {
         }
     }
     assert!(off.is_empty(), "peaks off the plan's: {off:#?}");
+}
+
+/// Allocations of `LARGE` bytes or more made by `f`.
+fn large_allocations(f: impl FnOnce()) -> usize {
+    let before = LARGE_COUNT.load(Ordering::Relaxed);
+    f();
+    LARGE_COUNT.load(Ordering::Relaxed) - before
+}
+
+/// z = tanh(x + broadcast_rows b) * x at 256x512 f64 (1 MiB values) and its VJP: no kernel
+/// here allocates scratch, so every large allocation is a value buffer. The interpreter
+/// allocates values on every call; an executable whose results are handed back allocates none
+/// after its first call, and holds no more than the plan's peak between calls.
+fn an_executable_allocates_no_value_buffer_in_its_steady_state() {
+    let ty = |dims: &[usize]| TensorType::new(DType::F64, dims.to_vec());
+    let mut b = Builder::new();
+    let x = b.input("x", ty(&[256, 512]), InputKind::Data).unwrap();
+    let bias = b.input("b", ty(&[512]), InputKind::Param).unwrap();
+    let bb = b.broadcast_rows(bias, 256).unwrap();
+    let a = b.add(x, bb).unwrap();
+    let h = b.tanh(a).unwrap();
+    let z = b.mul(h, x).unwrap();
+    let p = b.finish(&[z]).unwrap();
+    let v = catml::ad::vjp(&p).unwrap().program;
+    let args: Vec<Tensor> = v
+        .inputs()
+        .iter()
+        .enumerate()
+        .map(|(k, i)| {
+            let n = i.ty.numel();
+            let data = (0..n).map(|j| ((j * 5 + k) % 17) as f64 / 17.0).collect();
+            Tensor::from_f64s(DType::F64, i.ty.dims().to_vec(), data).unwrap()
+        })
+        .collect();
+    let options = EvalOptions::default();
+    let interpreted = large_allocations(|| drop(eval_with_options(&v, &args, options).unwrap()));
+    let exe = Executable::new(v.clone()).unwrap();
+    for _ in 0..2 {
+        exe.recycle(exe.run(&args, options).unwrap());
+    }
+    let steady = large_allocations(|| exe.recycle(exe.run(&args, options).unwrap()));
+    let held = exe.pooled_bytes() as u64;
+    let peak = exe.plan().peak().bytes;
+    println!(
+        "large allocations per call: interpreter {interpreted}, executable {steady}; \
+         held between calls {held} bytes, plan peak {peak}"
+    );
+    // Elementwise kernels write into operands that die, so not every value is a new buffer.
+    assert!(
+        interpreted >= 3,
+        "the interpreter allocates values: {interpreted}"
+    );
+    assert_eq!(
+        steady, 0,
+        "the executable allocated value buffers in its steady state"
+    );
+    assert!(held <= peak, "held {held} > peak {peak}");
 }

@@ -135,7 +135,7 @@ impl Default for EvalOptions {
     }
 }
 
-fn run(
+pub(super) fn run(
     p: &Program,
     plan: Option<&EvalPlan>,
     inputs: &[Tensor],
@@ -173,7 +173,11 @@ fn run(
                     slot.clone()
                 };
                 // Only a plan of another program with the same counts can free a value early.
-                value.ok_or(EvalError::ForeignPlan)
+                // (A match, not `ok_or`: that would make and drop an error per operand.)
+                match value {
+                    Some(v) => Ok(v),
+                    None => Err(EvalError::ForeignPlan),
+                }
             })
             .collect::<Result<_, _>>()?;
         if let Some(r) = report.as_deref_mut() {
@@ -236,7 +240,10 @@ fn run(
     }
     p.outputs()
         .iter()
-        .map(|o| env[o.index()].clone().ok_or(EvalError::ForeignPlan))
+        .map(|o| match &env[o.index()] {
+            Some(v) => Ok(v.clone()),
+            None => Err(EvalError::ForeignPlan),
+        })
         .collect()
 }
 

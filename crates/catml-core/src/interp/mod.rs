@@ -7,11 +7,13 @@
 //! - [`EvalPlan`]: what eval works out once per program (when values die, the peak of live
 //!   bytes, checked against the [memory budget](set_memory_budget) before anything is
 //!   allocated);
+//! - [`Executable`]: a program planned once, keeping its value buffers between calls;
 //! - `rational`: exact values over arbitrary-precision rationals.
 
 mod budget;
 mod cost;
 mod eval;
+mod executable;
 mod params;
 mod plan;
 mod rational;
@@ -27,6 +29,7 @@ pub use eval::{
     eval_with_report_options, order_inputs as order_inputs_named, ConventionHit, EvalError,
     EvalOptions, EvalReport, MAX_VALUE_BYTES,
 };
+pub use executable::Executable;
 pub use params::{params, ParamCount, ParamInfo};
 pub use plan::{EvalPlan, Peak};
 pub use rational::{eval_rational, RationalError};

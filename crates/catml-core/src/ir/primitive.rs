@@ -176,7 +176,7 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
     /// holding the only reference to its buffer, and an elementwise kernel may write its result
     /// there instead of allocating. The default borrows and calls `eval`.
     fn eval_owned(&self, inputs: Vec<Tensor>) -> Result<Tensor, KernelError> {
-        let refs: Vec<&Tensor> = inputs.iter().collect();
+        let refs: smallvec::SmallVec<[&Tensor; 4]> = inputs.iter().collect();
         self.eval(&refs)
     }
 

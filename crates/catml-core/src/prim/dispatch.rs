@@ -1,5 +1,7 @@
 //! Shared pieces of primitive rules: operand checks and dtype dispatch of generic kernels.
 
+use smallvec::SmallVec;
+
 use crate::ir::{KernelError, TypeError};
 use crate::tensor::{kernels, Array, DType, Element, Float, RArray, Tensor, TensorType};
 
@@ -74,7 +76,7 @@ pub trait FloatKernel {
 fn unpack<'a, T>(
     x: &[&'a Tensor],
     get: impl Fn(&'a Tensor) -> Option<&'a Array<T>>,
-) -> Result<Vec<&'a Array<T>>, KernelError> {
+) -> Result<SmallVec<[&'a Array<T>; 4]>, KernelError> {
     x.iter()
         .map(|t| {
             get(t).ok_or_else(|| {

@@ -22,8 +22,12 @@ fn error<T>(n: usize) -> AllocError {
     AllocError { bytes }
 }
 
-/// An empty vector with room for exactly `n` elements.
+/// An empty vector with room for exactly `n` elements, from the active
+/// [`BufferPool`](super::BufferPool) when it holds a buffer of that size.
 pub fn with_capacity<T>(n: usize) -> Result<Vec<T>, AllocError> {
+    if let Some(v) = super::pool::take(n) {
+        return Ok(v);
+    }
     let mut v = Vec::new();
     v.try_reserve_exact(n).map_err(|_| error::<T>(n))?;
     Ok(v)

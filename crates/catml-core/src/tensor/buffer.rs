@@ -69,10 +69,24 @@ impl<T: Clone> Buffer<T> {
     }
 
     /// The elements as a vector, copied unless the buffer is owned and not shared.
-    pub(crate) fn into_vec(self) -> Vec<T> {
-        match self {
-            Buffer::Owned(v) => Arc::try_unwrap(v).unwrap_or_else(|shared| (*shared).clone()),
+    pub(crate) fn into_vec(mut self) -> Vec<T> {
+        match &mut self {
+            Buffer::Owned(v) => match Arc::get_mut(v) {
+                Some(mine) => std::mem::take(mine),
+                None => v.to_vec(),
+            },
             Buffer::Lent(l) => l.as_slice().to_vec(),
+        }
+    }
+}
+
+impl<T> Drop for Buffer<T> {
+    /// The last owner of a vector gives its buffer to the active pool, if any (`pool.rs`).
+    fn drop(&mut self) {
+        if let Buffer::Owned(v) = self {
+            if let Some(mine) = Arc::get_mut(v) {
+                super::pool::give(std::mem::take(mine));
+            }
         }
     }
 }

@@ -2,6 +2,7 @@
 //! f32, f64, i64 and exact rationals share one implementation; GEMM goes to the `gemm` crate.
 
 use super::alloc::{self, AllocError};
+use super::shape::{row_major, Strides};
 use super::{Array, Element, Float, Shape};
 
 /// Elementwise passes over at least this many elements are split across the thread pool (the
@@ -87,8 +88,8 @@ pub fn zip_copy<T: Float>(
 /// Merges adjacent dimensions that both stride vectors traverse as one run (and drops unit
 /// dimensions), so the innermost loop is as long as possible: dims i and i + 1 merge when
 /// s[i] = s[i + 1] · dims[i + 1] for both stride vectors. Never empty.
-fn coalesce(dims: &[usize], sa: &[usize], sb: &[usize]) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
-    let (mut d, mut a, mut b): (Vec<usize>, Vec<usize>, Vec<usize>) = (vec![], vec![], vec![]);
+fn coalesce(dims: &[usize], sa: &[usize], sb: &[usize]) -> (Strides, Strides, Strides) {
+    let (mut d, mut a, mut b) = (Strides::new(), Strides::new(), Strides::new());
     for i in 0..dims.len() {
         if dims[i] == 1 {
             continue;
@@ -107,7 +108,8 @@ fn coalesce(dims: &[usize], sa: &[usize], sb: &[usize]) -> (Vec<usize>, Vec<usiz
     }
     if d.is_empty() {
         // A single element: any stride reads it; 1 keeps both walks' runs contiguous.
-        return (vec![1], vec![1], vec![1]);
+        let one: Strides = smallvec::smallvec![1];
+        return (one.clone(), one.clone(), one);
     }
     (d, a, b)
 }
@@ -116,7 +118,7 @@ fn coalesce(dims: &[usize], sa: &[usize], sb: &[usize]) -> (Vec<usize>, Vec<usiz
 /// passing the two offsets of each row's start under two stride vectors. `dims` is not empty.
 fn for_each_row(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut(usize, usize)) {
     let outer = dims.len() - 1;
-    let mut idx = vec![0usize; outer];
+    let mut idx: Strides = smallvec::smallvec![0; outer];
     let (mut oa, mut ob) = (0usize, 0usize);
     loop {
         f(oa, ob);
@@ -149,7 +151,7 @@ pub fn strided_copy<T: Element>(
 ) -> Result<Vec<T>, AllocError> {
     let n: usize = dims.iter().product();
     let mut out = alloc::with_capacity(n)?;
-    let unit = Shape::new(dims.to_vec()).strides();
+    let unit = row_major(dims);
     let (d, s, _) = coalesce(dims, strides, &unit);
     let (inner, step) = (d[d.len() - 1], s[s.len() - 1]);
     for_each_row(&d, &s, &s, |o, _| match step {
@@ -164,7 +166,7 @@ pub fn strided_copy<T: Element>(
 pub fn permute<T: Element>(a: &Array<T>, perm: &[usize]) -> Result<Array<T>, AllocError> {
     let src_strides = a.shape().strides();
     let dims: Vec<usize> = perm.iter().map(|&p| a.dims()[p]).collect();
-    let strides: Vec<usize> = perm.iter().map(|&p| src_strides[p]).collect();
+    let strides: Strides = perm.iter().map(|&p| src_strides[p]).collect();
     let data = strided_copy(a.data(), &dims, &strides)?;
     Ok(Array::from_parts(Shape::new(dims), data))
 }
@@ -176,7 +178,7 @@ pub fn broadcast<T: Element>(
     dims_map: &[usize],
 ) -> Result<Array<T>, AllocError> {
     let src_strides = a.shape().strides();
-    let mut strides = vec![0usize; shape.rank()];
+    let mut strides: Strides = smallvec::smallvec![0; shape.rank()];
     for (i, &d) in dims_map.iter().enumerate() {
         if a.dims()[i] != 1 {
             strides[d] = src_strides[i];

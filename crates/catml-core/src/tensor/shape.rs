@@ -4,21 +4,25 @@ use serde::{Deserialize, Serialize};
 
 use super::DType;
 
-/// A shape: a list of positive dimensions; the empty shape is a scalar.
+/// A shape: a list of positive dimensions; the empty shape is a scalar. Held inline up to rank
+/// 6, so that making and cloning a value's shape allocates nothing.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(transparent)]
-pub struct Shape(pub Vec<usize>);
+pub struct Shape(pub Strides);
+
+/// Row-major strides, or any per-dimension list a kernel makes per call: inline up to rank 6.
+pub type Strides = smallvec::SmallVec<[usize; 6]>;
 
 impl Shape {
     /// The largest element count a shape may have (a buffer of 8-byte elements stays addressable).
     pub const MAX_NUMEL: usize = isize::MAX as usize / 8;
 
     pub fn new(dims: impl Into<Vec<usize>>) -> Shape {
-        Shape(dims.into())
+        Shape(Strides::from_vec(dims.into()))
     }
 
     pub fn scalar() -> Shape {
-        Shape(Vec::new())
+        Shape(Strides::new())
     }
 
     pub fn rank(&self) -> usize {
@@ -46,30 +50,35 @@ impl Shape {
     }
 
     /// Row-major strides in elements.
-    pub fn strides(&self) -> Vec<usize> {
-        let mut strides = vec![1; self.0.len()];
-        for i in (0..self.0.len().saturating_sub(1)).rev() {
-            strides[i] = strides[i + 1] * self.0[i + 1];
-        }
-        strides
+    pub fn strides(&self) -> Strides {
+        row_major(&self.0)
     }
+}
+
+/// Row-major strides of `dims`: the last is 1, each other the product of the sizes after it.
+pub(crate) fn row_major(dims: &[usize]) -> Strides {
+    let mut strides: Strides = smallvec::smallvec![1; dims.len()];
+    for i in (0..dims.len().saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * dims[i + 1];
+    }
+    strides
 }
 
 impl From<Vec<usize>> for Shape {
     fn from(v: Vec<usize>) -> Shape {
-        Shape(v)
+        Shape::new(v)
     }
 }
 
 impl From<&[usize]> for Shape {
     fn from(v: &[usize]) -> Shape {
-        Shape(v.to_vec())
+        Shape(Strides::from_slice(v))
     }
 }
 
 impl<const N: usize> From<[usize; N]> for Shape {
     fn from(v: [usize; N]) -> Shape {
-        Shape(v.to_vec())
+        Shape(Strides::from_slice(&v))
     }
 }
 

@@ -11,7 +11,7 @@ use super::outputs::Outputs;
 use super::tracing::{trace_at, Traced};
 use super::value::Value;
 use crate::ad::CheckpointPolicy;
-use crate::interp::{self, EvalError, EvalOptions, EvalPlan, EvalReport};
+use crate::interp::{EvalError, EvalOptions, EvalReport, Executable};
 use crate::ir::Program;
 use crate::tensor::{Tensor, TensorType};
 
@@ -20,25 +20,25 @@ use crate::tensor::{Tensor, TensorType};
 pub(crate) struct Stage<C> {
     pub(crate) traced: Traced,
     pub(crate) compiled: C,
-    /// The evaluation plan of the program the stage runs, made on its first call.
-    plan: OnceLock<EvalPlan>,
+    /// The program the stage runs, compiled on its first call.
+    executable: OnceLock<Executable>,
 }
 
 impl<C> Stage<C> {
-    /// Evaluates `program` (the one this stage always runs) with its plan, made once.
+    /// Evaluates `program` (the one this stage always runs), compiled once.
     pub(crate) fn eval(
         &self,
         program: &Program,
         args: &[Tensor],
     ) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
-        let plan = match self.plan.get() {
-            Some(plan) => plan,
+        let exe = match self.executable.get() {
+            Some(exe) => exe,
             None => {
-                let made = EvalPlan::new(program)?;
-                self.plan.get_or_init(|| made)
+                let made = Executable::new(program.clone())?;
+                self.executable.get_or_init(|| made)
             }
         };
-        interp::eval_planned_with_report(program, plan, args, EvalOptions::default())
+        exe.run_with_report(args, EvalOptions::default())
     }
 }
 
@@ -112,7 +112,7 @@ impl<F, C> Staged<F, C> {
                 Stage {
                     traced,
                     compiled,
-                    plan: OnceLock::new(),
+                    executable: OnceLock::new(),
                 },
             );
         }

@@ -60,19 +60,19 @@ pub struct Compiled {
     params: Vec<String>,
     dtype: DType,
     batch: usize,
-    /// The evaluation plans of `loss` and `grad`, made on first use.
-    plans: [OnceLock<interp::EvalPlan>; 2],
+    /// `loss` and `grad` compiled for evaluation, on first use.
+    executables: [OnceLock<interp::Executable>; 2],
 }
 
-/// `p`'s plan, made once into `slot`.
-fn plan<'a>(
-    slot: &'a OnceLock<interp::EvalPlan>,
+/// `p` compiled once into `slot`.
+fn executable<'a>(
+    slot: &'a OnceLock<interp::Executable>,
     p: &Program,
-) -> Result<&'a interp::EvalPlan, interp::EvalError> {
-    if let Some(plan) = slot.get() {
-        return Ok(plan);
+) -> Result<&'a interp::Executable, interp::EvalError> {
+    if let Some(exe) = slot.get() {
+        return Ok(exe);
     }
-    let made = interp::EvalPlan::new(p)?;
+    let made = interp::Executable::new(p.clone())?;
     Ok(slot.get_or_init(|| made))
 }
 
@@ -262,7 +262,7 @@ impl Diagram {
             params,
             dtype,
             batch,
-            plans: Default::default(),
+            executables: Default::default(),
         })
     }
 }
@@ -355,8 +355,8 @@ impl Compiled {
     pub fn evaluate(&self, params: &Params, batch: &Batch) -> Result<Losses, DiagramError> {
         let inputs = self.inputs(&self.loss, &self.loss_inputs, params, batch)?;
         let options = interp::EvalOptions::default();
-        let out = plan(&self.plans[0], &self.loss)
-            .and_then(|plan| interp::eval_planned(&self.loss, plan, &inputs, options))
+        let out = executable(&self.executables[0], &self.loss)
+            .and_then(|exe| exe.run(&inputs, options))
             .map_err(|source| DiagramError::Eval {
                 place: "the loss".to_string(),
                 source,
@@ -372,8 +372,8 @@ impl Compiled {
     ) -> Result<(Losses, Params), DiagramError> {
         let inputs = self.inputs(&self.grad, &self.grad_inputs, params, batch)?;
         let options = interp::EvalOptions::default();
-        let out = plan(&self.plans[1], &self.grad)
-            .and_then(|plan| interp::eval_planned(&self.grad, plan, &inputs, options))
+        let out = executable(&self.executables[1], &self.grad)
+            .and_then(|exe| exe.run(&inputs, options))
             .map_err(|source| DiagramError::Eval {
                 place: "the loss gradient".to_string(),
                 source,

@@ -41,7 +41,8 @@ enum BatchInput {
 /// value, the program in the parameters' dtype (see `docs/optimisers.md`).
 #[derive(Debug, Clone)]
 pub struct TrainStep {
-    program: Program,
+    /// The step's program, compiled once: successive steps reuse its buffers.
+    step: interp::Executable,
     params: Vec<String>,
     /// The optimiser's buffers, in input order, with their types.
     buffers: Vec<(String, TensorType)>,
@@ -142,14 +143,20 @@ impl TrainStep {
         for (&v, name) in outputs.iter().zip(output_names(&params, &buffers, &terms)) {
             claim(&mut b, v, &name);
         }
+        let program = b.finish(&outputs).map_err(build_error)?;
         let step = TrainStep {
-            program: b.finish(&outputs).map_err(build_error)?,
+            step: interp::Executable::new(program).map_err(|source| {
+                TrainError::Diagram(DiagramError::Eval {
+                    place: "the training step".to_string(),
+                    source,
+                })
+            })?,
             params,
             buffers,
             batch,
             terms,
         };
-        let got = step.program.output_names();
+        let got = step.program().output_names();
         if got != step.output_names() {
             return Err(type_error(TypeError::Invalid(format!(
                 "outputs named {got:?}, expected {:?}",
@@ -191,7 +198,7 @@ impl TrainStep {
     }
 
     pub fn program(&self) -> &Program {
-        &self.program
+        self.step.program()
     }
 
     /// The trained parameters, in input order.
@@ -231,18 +238,22 @@ impl TrainStep {
     ) -> Result<Losses, TrainError> {
         let inputs = self.inputs(params, state, batch)?;
         let t = state_step(state)?;
-        let out = interp::eval(&self.program, &inputs).map_err(|source| {
+        let out = self.step.run(&inputs, interp::EvalOptions::default());
+        // Without the inputs' hold on the old values, replacing them below frees their buffers.
+        drop(inputs);
+        let out = out.map_err(|source| {
             TrainError::Diagram(DiagramError::Eval {
                 place: "the training step".to_string(),
                 source,
             })
         })?;
         let (n, k) = (self.params.len(), self.buffers.len());
+        // The values replaced serve the next step's buffers.
         for (name, t) in self.params.iter().zip(&out[..n]) {
-            params.insert(name.clone(), t.clone());
+            self.step.recycle(params.insert(name.clone(), t.clone()));
         }
         for ((name, _), t) in self.buffers.iter().zip(&out[n..n + k]) {
-            state.insert(name.clone(), t.clone());
+            self.step.recycle(state.insert(name.clone(), t.clone()));
         }
         state.insert(STEP, Tensor::i64(vec![], vec![t + 1]).expect("scalar"));
         let scalar = |t: &Tensor| t.to_f64_vec()[0];
@@ -265,7 +276,7 @@ impl TrainStep {
         batch: &Batch,
     ) -> Result<Vec<Tensor>, TrainError> {
         let mut batch_sources = self.batch.iter();
-        self.program
+        self.program()
             .inputs()
             .iter()
             .map(|decl| {

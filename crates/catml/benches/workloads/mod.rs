@@ -1,12 +1,13 @@
 //! The workloads timed against the peers (peers/bench.py): the tied residual block
 //! (docs/examples.md) and a 784-512-512-10 tanh MLP, in f32 and f64, as eval and as
 //! value-and-grad (L = sum of the outputs, so every seed is ones; gradients with respect to every
-//! input).
+//! input). Each program is compiled once into an `Executable`, as a user evaluating it many times
+//! would; `*_interpreted` runs the interpreter instead, for comparison.
 //!
 //! Shared by `benches/ad.rs` (criterion) and `examples/peer_timings.rs` (JSON lines).
 
 use catml::ad;
-use catml::interp::{eval_with_options, EvalOptions};
+use catml::interp::{eval_with_options, EvalOptions, Executable};
 use catml::ir::{Builder, InputKind, Program};
 use catml::prim::Ops;
 use catml::tensor::{DType, Tensor, TensorType};
@@ -22,6 +23,8 @@ pub struct Workload {
     /// The VJP program and its arguments: the inputs, then all-ones seeds.
     pub vjp: Program,
     pub vjp_args: Vec<Tensor>,
+    /// `program` and `vjp`, compiled.
+    pub compiled: [Executable; 2],
 }
 
 impl Workload {
@@ -35,7 +38,9 @@ impl Workload {
         let vjp = ad::vjp(&program).expect("differentiable").program;
         let mut vjp_args = inputs.clone();
         vjp_args.extend(program.output_types().iter().map(|t| Tensor::full(t, 1.0)));
+        let compiled = [program.clone(), vjp.clone()].map(|p| Executable::new(p).expect("plans"));
         Workload {
+            compiled,
             workload,
             size,
             dtype,
@@ -55,10 +60,22 @@ impl Workload {
     }
 
     pub fn eval_with(&self, options: EvalOptions) -> Vec<Tensor> {
-        eval_with_options(&self.program, &self.inputs, options).expect("evaluates")
+        self.compiled[0]
+            .run(&self.inputs, options)
+            .expect("evaluates")
     }
 
     pub fn value_and_grad_with(&self, options: EvalOptions) -> Vec<Tensor> {
+        self.compiled[1]
+            .run(&self.vjp_args, options)
+            .expect("evaluates")
+    }
+
+    pub fn eval_interpreted(&self, options: EvalOptions) -> Vec<Tensor> {
+        eval_with_options(&self.program, &self.inputs, options).expect("evaluates")
+    }
+
+    pub fn value_and_grad_interpreted(&self, options: EvalOptions) -> Vec<Tensor> {
         eval_with_options(&self.vjp, &self.vjp_args, options).expect("evaluates")
     }
 

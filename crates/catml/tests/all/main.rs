@@ -14,6 +14,7 @@ mod conv_pool;
 mod diagram;
 mod elementwise_rows;
 mod eval_reuse;
+mod executable;
 mod file_tests;
 mod higher_order;
 mod large;

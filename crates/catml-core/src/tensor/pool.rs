@@ -1,0 +1,229 @@
+//! Recycled buffers: while a [`BufferPool`] is active on a thread, a value buffer dropped there
+//! goes into the pool instead of back to the allocator, and [`alloc`](super::alloc) takes a
+//! buffer of exactly the size asked for from the pool before asking the allocator. An
+//! [`Executable`](crate::interp::Executable) keeps one pool across its calls, so that a program
+//! evaluated again with the same shapes finds every buffer it needs already made
+//! (`docs/memory.md`).
+//!
+//! ```
+//! use catml_core::tensor::{alloc, BufferPool, Tensor};
+//!
+//! let mut pool = BufferPool::new(1 << 20);
+//! let first = pool.activate(|| {
+//!     let t = Tensor::f64([1000], alloc::filled(1000, 1.0).unwrap()).unwrap();
+//!     let at = t.as_f64().unwrap().data().as_ptr();
+//!     drop(t); // its buffer goes into the pool, not back to the allocator
+//!     at
+//! });
+//! assert_eq!(pool.held_bytes(), 8000);
+//! let again = pool.activate(|| alloc::filled(1000, 0.0f64).unwrap().as_ptr());
+//! assert_eq!(first, again, "the same memory, handed out again");
+//! ```
+
+use std::alloc::Layout;
+use std::cell::RefCell;
+use std::ptr::NonNull;
+
+/// A free buffer: memory the global allocator gave out with `layout`, holding no elements.
+struct Free {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+impl Drop for Free {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` was allocated by the global allocator with exactly `layout` (a
+        // vector's buffer of that capacity), and nothing else owns it.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+    }
+}
+
+/// Free buffers kept for reuse, holding at most a set number of bytes.
+pub struct BufferPool {
+    free: Vec<Free>,
+    held: usize,
+    limit: usize,
+}
+
+impl std::fmt::Debug for BufferPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferPool")
+            .field("buffers", &self.free.len())
+            .field("held", &self.held)
+            .field("limit", &self.limit)
+            .finish()
+    }
+}
+
+// SAFETY: a pool owns its free buffers outright; they hold no elements and no other thread
+// sees them while the pool is inactive.
+unsafe impl Send for BufferPool {}
+
+thread_local! {
+    static ACTIVE: RefCell<Option<BufferPool>> = const { RefCell::new(None) };
+}
+
+impl BufferPool {
+    /// An empty pool that will hold at most `limit` bytes of free buffers (a buffer that would
+    /// take it past the limit goes back to the allocator).
+    pub fn new(limit: usize) -> BufferPool {
+        BufferPool {
+            free: Vec::new(),
+            held: 0,
+            limit,
+        }
+    }
+
+    /// Bytes of free buffers held.
+    pub fn held_bytes(&self) -> usize {
+        self.held
+    }
+
+    /// Runs `f` with this pool active on the calling thread, and takes it back afterwards
+    /// (also when `f` unwinds). A pool already active there is set aside meanwhile.
+    pub fn activate<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        struct Restore<'a> {
+            pool: &'a mut BufferPool,
+            previous: Option<BufferPool>,
+        }
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                let previous = self.previous.take();
+                if let Some(mine) = ACTIVE.with(|a| a.replace(previous)) {
+                    *self.pool = mine;
+                }
+            }
+        }
+        let mine = std::mem::replace(self, BufferPool::new(self.limit));
+        let previous = ACTIVE.with(|a| a.replace(Some(mine)));
+        let _restore = Restore {
+            pool: self,
+            previous,
+        };
+        f()
+    }
+
+    fn take(&mut self, layout: Layout) -> Option<NonNull<u8>> {
+        let at = self.free.iter().rposition(|b| b.layout == layout)?;
+        let free = self.free.swap_remove(at);
+        self.held -= layout.size();
+        let ptr = free.ptr;
+        std::mem::forget(free);
+        Some(ptr)
+    }
+
+    fn give(&mut self, free: Free) -> Result<(), Free> {
+        let size = free.layout.size();
+        if self.held + size > self.limit {
+            return Err(free);
+        }
+        self.held += size;
+        self.free.push(free);
+        Ok(())
+    }
+}
+
+/// An empty vector with room for exactly `n` elements from the active pool, if it holds a
+/// buffer of that size.
+pub(crate) fn take<T>(n: usize) -> Option<Vec<T>> {
+    let layout = Layout::array::<T>(n).ok().filter(|l| l.size() > 0)?;
+    let ptr = ACTIVE
+        .try_with(|a| a.try_borrow_mut().ok()?.as_mut()?.take(layout))
+        .ok()??;
+    // SAFETY: the buffer was allocated by the global allocator with the layout of `n`
+    // elements of `T` (equal size and alignment), holds no elements, and is owned by nobody
+    // else now.
+    Some(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), 0, n) })
+}
+
+/// Gives a vector's buffer to the active pool, if there is one and the elements need no drop;
+/// otherwise the vector is dropped as usual.
+pub(crate) fn give<T>(mut v: Vec<T>) {
+    if std::mem::needs_drop::<T>() || std::mem::size_of::<T>() == 0 || v.capacity() == 0 {
+        return;
+    }
+    let Ok(layout) = Layout::array::<T>(v.capacity()) else {
+        return;
+    };
+    let pooled = ACTIVE.try_with(|a| {
+        let Ok(mut slot) = a.try_borrow_mut() else {
+            return false;
+        };
+        let Some(pool) = slot.as_mut() else {
+            return false;
+        };
+        // The elements need no drop, so forgetting them is sound; the buffer is handed over.
+        // SAFETY: a vector's non-empty buffer is non-null.
+        v.clear();
+        let ptr = unsafe { NonNull::new_unchecked(v.as_mut_ptr().cast::<u8>()) };
+        let free = Free { ptr, layout };
+        std::mem::forget(std::mem::take(&mut v));
+        match pool.give(free) {
+            Ok(()) => true,
+            Err(free) => {
+                drop(free);
+                true
+            }
+        }
+    });
+    if pooled != Ok(true) {
+        drop(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tensor::alloc;
+
+    #[test]
+    fn a_dropped_buffer_is_reused_only_for_the_same_size() {
+        let mut pool = BufferPool::new(1 << 20);
+        pool.activate(|| {
+            let a = alloc::filled(100, 0.0f32).unwrap();
+            let at = a.as_ptr();
+            give(a);
+            let b = alloc::with_capacity::<f32>(99).unwrap();
+            assert_ne!(b.as_ptr(), at, "another size is a fresh buffer");
+            let c = alloc::with_capacity::<u32>(100).unwrap();
+            assert_eq!(c.as_ptr().cast::<f32>(), at, "the same layout is reused");
+            assert_eq!(c.len(), 0);
+        });
+        assert_eq!(pool.held_bytes(), 0, "the one buffer given was taken again");
+    }
+
+    #[test]
+    fn only_the_last_owner_of_a_tensor_gives_its_buffer() {
+        use crate::tensor::Tensor;
+        let mut pool = BufferPool::new(1 << 20);
+        let kept = pool.activate(|| {
+            let t = Tensor::f64([4], vec![1.0; 4]).unwrap();
+            let copy = t.clone();
+            drop(t); // shared: nothing is pooled
+            copy
+        });
+        assert_eq!(pool.held_bytes(), 0);
+        assert_eq!(kept.to_f64_vec(), [1.0; 4]);
+        pool.activate(|| drop(kept));
+        assert_eq!(pool.held_bytes(), 32);
+    }
+
+    #[test]
+    fn the_limit_bounds_what_is_held_and_inactive_pools_take_nothing() {
+        let mut pool = BufferPool::new(900);
+        pool.activate(|| {
+            give(alloc::filled(200, 0u8).unwrap());
+            give(alloc::filled(100, 0.0f64).unwrap()); // 800 bytes: over the limit with 200
+        });
+        assert_eq!(pool.held_bytes(), 200);
+        give(alloc::filled(50, 0u8).unwrap());
+        assert_eq!(pool.held_bytes(), 200);
+    }
+
+    #[test]
+    fn elements_that_need_drop_are_never_pooled() {
+        let mut pool = BufferPool::new(1 << 20);
+        pool.activate(|| give(vec![String::from("x")]));
+        assert_eq!(pool.held_bytes(), 0);
+    }
+}
