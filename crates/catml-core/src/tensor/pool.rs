@@ -112,14 +112,13 @@ impl BufferPool {
         Some(ptr)
     }
 
-    fn give(&mut self, free: Free) -> Result<(), Free> {
+    /// Keeps `free`, or deallocates it when it would take the pool past its limit.
+    fn give(&mut self, free: Free) {
         let size = free.layout.size();
-        if self.held + size > self.limit {
-            return Err(free);
+        if self.held + size <= self.limit {
+            self.held += size;
+            self.free.push(free);
         }
-        self.held += size;
-        self.free.push(free);
-        Ok(())
     }
 }
 
@@ -145,30 +144,21 @@ pub(crate) fn give<T>(mut v: Vec<T>) {
     let Ok(layout) = Layout::array::<T>(v.capacity()) else {
         return;
     };
-    let pooled = ACTIVE.try_with(|a| {
+    // Outside an active pool (or while it is borrowed) `v` is dropped as usual at the end.
+    let _ = ACTIVE.try_with(|a| {
         let Ok(mut slot) = a.try_borrow_mut() else {
-            return false;
+            return;
         };
         let Some(pool) = slot.as_mut() else {
-            return false;
+            return;
         };
-        // The elements need no drop, so forgetting them is sound; the buffer is handed over.
-        // SAFETY: a vector's non-empty buffer is non-null.
+        // The elements need no drop, so the buffer is handed over empty, and `v` left empty.
         v.clear();
-        let ptr = unsafe { NonNull::new_unchecked(v.as_mut_ptr().cast::<u8>()) };
-        let free = Free { ptr, layout };
-        std::mem::forget(std::mem::take(&mut v));
-        match pool.give(free) {
-            Ok(()) => true,
-            Err(free) => {
-                drop(free);
-                true
-            }
-        }
+        let mut mine = std::mem::ManuallyDrop::new(std::mem::take(&mut v));
+        // SAFETY: a vector's non-empty buffer is non-null.
+        let ptr = unsafe { NonNull::new_unchecked(mine.as_mut_ptr().cast::<u8>()) };
+        pool.give(Free { ptr, layout });
     });
-    if pooled != Ok(true) {
-        drop(v);
-    }
 }
 
 #[cfg(test)]
