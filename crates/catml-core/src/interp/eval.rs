@@ -2,7 +2,7 @@ use std::collections::BTreeMap;
 
 use super::budget::Bytes;
 use super::plan::EvalPlan;
-use crate::ir::{KernelError, Program};
+use crate::ir::{operand_refs, KernelError, Operands, Program};
 use crate::tensor::{Tensor, TensorType};
 
 /// Why evaluation stopped. Nothing is returned on error.
@@ -158,31 +158,27 @@ pub(super) fn run(
     let mut env: Vec<Option<Tensor>> = Vec::with_capacity(p.n_vars());
     env.extend(inputs.iter().cloned().map(Some));
     env.resize(p.n_vars(), None);
+    // One operand list serves every node, so that handing operands over allocates nothing.
+    let mut args = Operands::new();
     for (i, node) in p.nodes().iter().enumerate() {
         // Operands that die here are moved to the kernel, which may then reuse their buffers;
         // a repeated operand is moved only at its last occurrence.
         let ops = &node.operands;
-        let args: Vec<Tensor> = ops
-            .iter()
-            .enumerate()
-            .map(|(k, o)| {
-                let slot = &mut env[o.index()];
-                let value = if last[o.index()] == Some(i) && !ops[k + 1..].contains(o) {
-                    slot.take()
-                } else {
-                    slot.clone()
-                };
-                // Only a plan of another program with the same counts can free a value early.
-                // (A match, not `ok_or`: that would make and drop an error per operand.)
-                match value {
-                    Some(v) => Ok(v),
-                    None => Err(EvalError::ForeignPlan),
-                }
-            })
-            .collect::<Result<_, _>>()?;
+        for (k, o) in ops.iter().enumerate() {
+            let slot = &mut env[o.index()];
+            let value = if last[o.index()] == Some(i) && !ops[k + 1..].contains(o) {
+                slot.take()
+            } else {
+                slot.clone()
+            };
+            // Only a plan of another program with the same counts can free a value early.
+            match value {
+                Some(v) => args.push(v),
+                None => return Err(EvalError::ForeignPlan),
+            }
+        }
         if let Some(r) = report.as_deref_mut() {
-            let refs: Vec<&Tensor> = args.iter().collect();
-            let elements = node.prim.convention_points(&refs);
+            let elements = node.prim.convention_points(&operand_refs(&args));
             if elements > 0 {
                 r.conventions.push(ConventionHit {
                     index: i,
@@ -199,7 +195,9 @@ pub(super) fn run(
             op: node.prim.name().to_string(),
             source,
         };
-        let out = node.prim.eval_owned(args).map_err(fail)?;
+        let out = node.prim.eval_owned(&mut args).map_err(fail)?;
+        // Operands the kernel did not take (borrowed copies) are released now.
+        args.clear();
         if out.dtype() != node.ty.dtype || *out.shape() != node.ty.shape {
             return Err(fail(KernelError::Unsupported(format!(
                 "kernel returned {}, its type rule says {}",

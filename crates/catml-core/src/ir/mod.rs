@@ -29,8 +29,8 @@ pub use compose::ComposeError;
 pub use draw::{Draw, DrawError, Drawing, Drawn, Interval};
 pub use linear::{Linearity, Transpose};
 pub use primitive::{
-    infer_type, same_prim, Attrs, Fragment, KernelError, Prim, Primitive, RuleError, RuleKind,
-    TypeError,
+    infer_type, operand_refs, same_prim, Attrs, Fragment, KernelError, Operands, Prim, Primitive,
+    RuleError, RuleKind, TypeError,
 };
 pub use program::{Def, Input, InputKind, Node, Program, Var};
 pub use registry::{BodyConstructor, Constructor, Registry};

@@ -6,6 +6,15 @@ use std::sync::Arc;
 use crate::ir::{BatchCtx, Budget, Builder, Drawing, Linearity, Var};
 use crate::tensor::{DType, RArray, Tensor, TensorType};
 
+/// A node's operands handed to its kernel ([`Primitive::eval_owned`]), held inline: nodes
+/// rarely take more than four, and evaluation makes one list per node.
+pub type Operands = smallvec::SmallVec<[Tensor; 4]>;
+
+/// Borrows of `operands`, for a kernel that reads them.
+pub fn operand_refs(operands: &[Tensor]) -> smallvec::SmallVec<[&Tensor; 4]> {
+    operands.iter().collect()
+}
+
 /// A primitive's attributes as JSON (the LensIR `attrs` object).
 pub type Attrs = serde_json::Map<String, serde_json::Value>;
 
@@ -175,9 +184,8 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
     /// `eval` with the operands handed over: an operand whose value dies at this node arrives
     /// holding the only reference to its buffer, and an elementwise kernel may write its result
     /// there instead of allocating. The default borrows and calls `eval`.
-    fn eval_owned(&self, inputs: Vec<Tensor>) -> Result<Tensor, KernelError> {
-        let refs: smallvec::SmallVec<[&Tensor; 4]> = inputs.iter().collect();
-        self.eval(&refs)
+    fn eval_owned(&self, inputs: &mut Operands) -> Result<Tensor, KernelError> {
+        self.eval(&operand_refs(inputs))
     }
 
     /// Whether every output element is a copy of an operand element (reshape, permute,

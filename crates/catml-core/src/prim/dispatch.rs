@@ -2,7 +2,7 @@
 
 use smallvec::SmallVec;
 
-use crate::ir::{KernelError, TypeError};
+use crate::ir::{KernelError, Operands, TypeError};
 use crate::tensor::{kernels, Array, DType, Element, Float, RArray, Tensor, TensorType};
 
 /// Exactly `n` operands.
@@ -210,30 +210,38 @@ fn zip_arrays<T: Float, K: FloatZip>(
 }
 
 /// `k` elementwise on two float operands of one type, written into the buffer of whichever
-/// operand is held only here, else into a new one; `Err` gives the operands back when they are
-/// not two floats of one dtype, or when no new buffer can be had.
-pub fn zip_in_place<K: FloatZip>(k: &K, x: Vec<Tensor>) -> Result<Tensor, Vec<Tensor>> {
-    fn back<T>((a, b): (Array<T>, Array<T>)) -> Vec<Tensor>
+/// operand is held only here, else into a new one; `None` leaves the operands as they were
+/// when they are not two floats of one dtype, or when no new buffer can be had.
+pub fn zip_in_place<K: FloatZip>(k: &K, x: &mut Operands) -> Option<Tensor> {
+    fn put_back<T>(x: &mut Operands, done: Result<Array<T>, (Array<T>, Array<T>)>) -> Option<Tensor>
     where
         Tensor: From<Array<T>>,
     {
-        vec![a.into(), b.into()]
+        match done {
+            Ok(out) => Some(out.into()),
+            Err((a, b)) => {
+                x.extend([a.into(), b.into()]);
+                None
+            }
+        }
     }
-    let mut it = x.into_iter();
-    match (it.next(), it.next(), it.next()) {
-        (Some(Tensor::F32(a)), Some(Tensor::F32(b)), None) => {
-            zip_arrays(k, a, b).map(Tensor::F32).map_err(back)
+    if x.len() != 2 {
+        return None;
+    }
+    let (b, a) = (x.pop()?, x.pop()?);
+    match (a, b) {
+        (Tensor::F32(a), Tensor::F32(b)) => put_back(x, zip_arrays(k, a, b)),
+        (Tensor::F64(a), Tensor::F64(b)) => put_back(x, zip_arrays(k, a, b)),
+        (a, b) => {
+            x.extend([a, b]);
+            None
         }
-        (Some(Tensor::F64(a)), Some(Tensor::F64(b)), None) => {
-            zip_arrays(k, a, b).map(Tensor::F64).map_err(back)
-        }
-        (a, b, c) => Err([a, b, c].into_iter().flatten().collect()),
     }
 }
 
-/// `k` on a float operand, in its own buffer when it is held only here, else in a copy; `Err`
-/// gives the operand back when it is not a float, or when no copy can be had.
-pub fn map_in_place<K: FloatMapInPlace>(k: &K, x: Vec<Tensor>) -> Result<Tensor, Vec<Tensor>> {
+/// `k` on a float operand, in its own buffer when it is held only here, else in a copy; `None`
+/// leaves the operand as it was when it is not a float, or when no copy can be had.
+pub fn map_in_place<K: FloatMapInPlace>(k: &K, x: &mut Operands) -> Option<Tensor> {
     fn run<T: Float, K: FloatMapInPlace>(k: &K, mut a: Array<T>) -> Result<Array<T>, Array<T>> {
         if a.unique_data_mut().is_none() {
             let Ok(copy) = crate::tensor::alloc::collect(a.data().iter().copied()) else {
@@ -245,24 +253,13 @@ pub fn map_in_place<K: FloatMapInPlace>(k: &K, x: Vec<Tensor>) -> Result<Tensor,
         kernels::for_each_piece(d, |d| k.apply_all(d));
         Ok(a)
     }
-    let mut x = x;
-    match (x.pop(), x.is_empty()) {
-        (Some(Tensor::F32(a)), true) => run(k, a).map(Tensor::F32).map_err(|a| vec![a.into()]),
-        (Some(Tensor::F64(a)), true) => run(k, a).map(Tensor::F64).map_err(|a| vec![a.into()]),
-        (last, _) => {
-            x.extend(last);
-            Err(x)
-        }
+    if x.len() != 1 {
+        return None;
     }
-}
-
-/// Evaluates in place when an operand's buffer can be reused, else through `eval`.
-pub fn or_eval(
-    done: Result<Tensor, Vec<Tensor>>,
-    eval: impl FnOnce(&[&Tensor]) -> Result<Tensor, KernelError>,
-) -> Result<Tensor, KernelError> {
-    match done {
-        Ok(t) => Ok(t),
-        Err(x) => eval(&x.iter().collect::<Vec<_>>()),
-    }
+    let done = match x.pop()? {
+        Tensor::F32(a) => run(k, a).map(Tensor::F32).map_err(Tensor::F32),
+        Tensor::F64(a) => run(k, a).map(Tensor::F64).map_err(Tensor::F64),
+        other => Err(other),
+    };
+    done.map_err(|a| x.push(a)).ok()
 }

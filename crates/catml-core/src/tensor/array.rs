@@ -350,11 +350,12 @@ impl Tensor {
         fn split<T: super::Float>(d: &[T], any: fn(&[T]) -> bool) -> usize {
             use rayon::prelude::*;
             const PARALLEL_MIN: usize = 1 << 16;
-            let threads = rayon::current_num_threads();
-            let found = if d.len() < PARALLEL_MIN || threads < 2 {
+            // The length first: asking rayon for its thread count costs more than a tiny scan.
+            let found = if d.len() < PARALLEL_MIN || rayon::current_num_threads() < 2 {
                 any(d)
             } else {
-                d.par_chunks(d.len().div_ceil(threads)).any(any)
+                d.par_chunks(d.len().div_ceil(rayon::current_num_threads()))
+                    .any(any)
             };
             if found {
                 d.iter().filter(|x| !x.is_finite()).count()

@@ -12,10 +12,11 @@ const PARALLEL_ELEMENTWISE_MIN: usize = 1 << 15;
 /// `f(piece)` over consecutive pieces of `a`, one per thread when `a` is large.
 pub fn for_each_piece<T: Send>(a: &mut [T], f: impl Fn(&mut [T]) + Sync) {
     use rayon::prelude::*;
-    let threads = rayon::current_num_threads();
-    if a.len() < PARALLEL_ELEMENTWISE_MIN || threads < 2 {
+    // The length first: asking rayon for its thread count costs more than a tiny pass.
+    if a.len() < PARALLEL_ELEMENTWISE_MIN || rayon::current_num_threads() < 2 {
         return f(a);
     }
+    let threads = rayon::current_num_threads();
     a.par_chunks_mut(a.len().div_ceil(threads)).for_each(&f);
 }
 
@@ -23,11 +24,10 @@ pub fn for_each_piece<T: Send>(a: &mut [T], f: impl Fn(&mut [T]) + Sync) {
 /// `a` is large.
 pub fn for_each_piece_at<T: Send>(a: &mut [T], f: impl Fn(&mut [T], usize) + Sync) {
     use rayon::prelude::*;
-    let threads = rayon::current_num_threads();
-    if a.len() < PARALLEL_ELEMENTWISE_MIN || threads < 2 {
+    if a.len() < PARALLEL_ELEMENTWISE_MIN || rayon::current_num_threads() < 2 {
         return f(a, 0);
     }
-    let piece = a.len().div_ceil(threads);
+    let piece = a.len().div_ceil(rayon::current_num_threads());
     a.par_chunks_mut(piece)
         .enumerate()
         .for_each(|(i, x)| f(x, i * piece));
@@ -42,11 +42,10 @@ pub fn for_each_piece_with<T: Send, U: Sync>(
 ) {
     use rayon::prelude::*;
     debug_assert_eq!(a.len(), b.len());
-    let threads = rayon::current_num_threads();
-    if a.len() < PARALLEL_ELEMENTWISE_MIN || threads < 2 {
+    if a.len() < PARALLEL_ELEMENTWISE_MIN || rayon::current_num_threads() < 2 {
         return f(a, b);
     }
-    let piece = a.len().div_ceil(threads);
+    let piece = a.len().div_ceil(rayon::current_num_threads());
     a.par_chunks_mut(piece)
         .zip(b.par_chunks(piece))
         .for_each(|(x, y)| f(x, y));

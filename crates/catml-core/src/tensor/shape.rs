@@ -6,9 +6,17 @@ use super::DType;
 
 /// A shape: a list of positive dimensions; the empty shape is a scalar. Held inline up to rank
 /// 6, so that making and cloning a value's shape allocates nothing.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 #[serde(transparent)]
 pub struct Shape(pub Strides);
+
+impl Clone for Shape {
+    /// One copy of the dimensions (`SmallVec`'s own `clone` extends element by element, and
+    /// every value passed between nodes clones its shape).
+    fn clone(&self) -> Shape {
+        Shape(Strides::from_slice(&self.0))
+    }
+}
 
 /// Row-major strides, or any per-dimension list a kernel makes per call: inline up to rank 6.
 pub type Strides = smallvec::SmallVec<[usize; 6]>;

@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::{batch_into, lift};
 use crate::ir::{
-    with_lead, without_lead, AttrReader, Attrs, BatchCtx, Budget, Builder, InputKind, KernelError,
-    Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
+    operand_refs, with_lead, without_lead, AttrReader, Attrs, BatchCtx, Budget, Builder, InputKind,
+    KernelError, Operands, Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
 };
 use crate::prim::Ops;
 use crate::tensor::{Array, Tensor, TensorType};
@@ -116,6 +116,17 @@ impl PerExample {
             .iter()
             .map(|r| r.and_then(|_| outs.next()))
             .collect())
+    }
+}
+
+impl PerExample {
+    /// The operands of example `i`: its slice of each batched operand, the others whole.
+    fn example(&self, inputs: &[&Tensor], i: usize) -> Operands {
+        inputs
+            .iter()
+            .zip(&self.batched)
+            .map(|(t, &batched)| if batched { slice(t, i) } else { (*t).clone() })
+            .collect()
     }
 }
 
@@ -224,12 +235,8 @@ impl Primitive for PerExample {
         let parts = (0..size)
             .into_par_iter()
             .map(|i| {
-                let owned: Vec<Tensor> = inputs
-                    .iter()
-                    .zip(&self.batched)
-                    .map(|(t, &batched)| if batched { slice(t, i) } else { (*t).clone() })
-                    .collect();
-                let refs: Vec<&Tensor> = owned.iter().collect();
+                let example = self.example(inputs, i);
+                let refs = operand_refs(&example);
                 self.inner.eval(&refs)
             })
             .collect::<Result<Vec<Tensor>, KernelError>>()?;
@@ -270,12 +277,8 @@ impl Primitive for PerExample {
         };
         (0..size)
             .map(|i| {
-                let owned: Vec<Tensor> = inputs
-                    .iter()
-                    .zip(&self.batched)
-                    .map(|(t, &batched)| if batched { slice(t, i) } else { (*t).clone() })
-                    .collect();
-                let refs: Vec<&Tensor> = owned.iter().collect();
+                let example = self.example(inputs, i);
+                let refs = operand_refs(&example);
                 self.inner.convention_points(&refs)
             })
             .sum()

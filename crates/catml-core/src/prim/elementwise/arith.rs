@@ -8,7 +8,7 @@ use super::row::{
 };
 use super::unary_rows::base;
 use super::{Binary, Domain, Unary};
-use crate::ir::{Builder, Fragment, KernelError, Prim, RuleError, Var};
+use crate::ir::{Builder, Fragment, KernelError, Operands, Prim, RuleError, Var};
 use crate::prim::dispatch::{
     eval_ring, map_in_place, zip_in_place, FloatMapInPlace, FloatZip, RingKernel,
 };
@@ -82,7 +82,7 @@ macro_rules! zip_kernel {
     ($k:ident) => {
         Some(TensorKernel {
             borrowed: |x: &[&Tensor]| eval_ring(&$k, x),
-            owned: |x: Vec<Tensor>| zip_in_place(&$k, x),
+            owned: |x: &mut Operands| zip_in_place(&$k, x),
         })
     };
 }
@@ -174,7 +174,7 @@ pub static NEG: UnaryRow = UnaryRow {
     budget: RowBudget::Exact,
     kernel: Some(TensorKernel {
         borrowed: |x: &[&Tensor]| eval_ring(&NegK, x),
-        owned: |x: Vec<Tensor>| map_in_place(&NegK, x),
+        owned: |x: &mut Operands| map_in_place(&NegK, x),
     }),
     // (-1) x
     lower: Some(|b, x, _| b.scale(x, -1.0)),

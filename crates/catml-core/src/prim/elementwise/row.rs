@@ -20,8 +20,8 @@ use num_traits::{FromPrimitive, Signed, Zero};
 use serde_json::Value;
 
 use crate::ir::{
-    AttrReader, Attrs, Budget, Builder, Drawing, Fragment, KernelError, Prim, Primitive, Registry,
-    RuleError, RuleKind, TypeError, Var,
+    operand_refs, AttrReader, Attrs, Budget, Builder, Drawing, Fragment, KernelError, Operands,
+    Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
 };
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Float, RArray, Rational, Tensor, TensorType};
@@ -141,7 +141,7 @@ impl RowBudget {
 #[derive(Clone, Copy)]
 pub struct TensorKernel {
     pub borrowed: fn(&[&Tensor]) -> Result<Tensor, KernelError>,
-    pub owned: fn(Vec<Tensor>) -> Result<Tensor, Vec<Tensor>>,
+    pub owned: fn(&mut Operands) -> Option<Tensor>,
 }
 
 /// A unary row's expansion into other primitives, from the operand and the attributes.
@@ -487,15 +487,15 @@ impl Primitive for Unary {
             ))),
         }
     }
-    fn eval_owned(&self, mut x: Vec<Tensor>) -> Result<Tensor, KernelError> {
+    fn eval_owned(&self, x: &mut Operands) -> Result<Tensor, KernelError> {
         if let [Tensor::I64(_)] = &x[..] {
-            return self.eval(&x.iter().collect::<Vec<_>>());
+            return self.eval(&operand_refs(x));
         }
         if let (Some(k), [t]) = (self.row.kernel, &x[..]) {
             self.check_tensor(t)?;
             return match (k.owned)(x) {
-                Ok(t) => Ok(t),
-                Err(x) => (k.borrowed)(&x.iter().collect::<Vec<_>>()),
+                Some(t) => Ok(t),
+                None => (k.borrowed)(&operand_refs(x)),
             };
         }
         match (x.pop(), x.is_empty()) {
@@ -503,7 +503,7 @@ impl Primitive for Unary {
             (Some(Tensor::F64(a)), true) => Ok(Tensor::F64(self.map_owned(a)?)),
             (last, _) => {
                 x.extend(last);
-                self.eval(&x.iter().collect::<Vec<_>>())
+                self.eval(&operand_refs(x))
             }
         }
     }
@@ -688,14 +688,14 @@ impl Primitive for Binary {
             ))),
         }
     }
-    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
-        let Some(k) = self.row.kernel.filter(|_| !super::int::any_i64(&x)) else {
-            return self.eval(&x.iter().collect::<Vec<_>>());
+    fn eval_owned(&self, x: &mut Operands) -> Result<Tensor, KernelError> {
+        let Some(k) = self.row.kernel.filter(|_| !super::int::any_i64(x.iter())) else {
+            return self.eval(&operand_refs(x));
         };
-        self.check_tensors(&x.iter().collect::<Vec<_>>())?;
+        self.check_tensors(&operand_refs(x))?;
         match (k.owned)(x) {
-            Ok(t) => Ok(t),
-            Err(x) => (k.borrowed)(&x.iter().collect::<Vec<_>>()),
+            Some(t) => Ok(t),
+            None => (k.borrowed)(&operand_refs(x)),
         }
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {

@@ -12,10 +12,13 @@
 use std::sync::Arc;
 
 use crate::ir::budget;
-use crate::ir::{Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{
+    operand_refs, Builder, KernelError, Operands, Prim, Primitive, Registry, RuleError, TypeError,
+    Var,
+};
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{
-    eval_float, eval_ring_rational, or_eval, same_float_pair, zip_in_place, FloatKernel, FloatZip,
+    eval_float, eval_ring_rational, same_float_pair, zip_in_place, FloatKernel, FloatZip,
     RingKernel,
 };
 use crate::prim::Ops;
@@ -78,8 +81,11 @@ impl Primitive for TanhPullback {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
-    fn eval_owned(&self, x: Vec<Tensor>) -> Result<Tensor, KernelError> {
-        or_eval(zip_in_place(self, x), |x| self.eval(x))
+    fn eval_owned(&self, x: &mut Operands) -> Result<Tensor, KernelError> {
+        match zip_in_place(self, x) {
+            Some(t) => Ok(t),
+            None => self.eval(&operand_refs(x)),
+        }
     }
     fn has_rational_eval(&self) -> bool {
         true

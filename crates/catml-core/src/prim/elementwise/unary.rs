@@ -11,7 +11,7 @@ use num_traits::{One, Zero};
 use super::row::{RowBudget, TensorKernel, UnaryDerivative, UnaryRow};
 use super::unary_rows::base;
 use super::{Domain, Interval, Unary};
-use crate::ir::{Builder, Fragment, KernelError, RuleKind, TypeError, Var};
+use crate::ir::{Builder, Fragment, KernelError, Operands, RuleKind, TypeError, Var};
 use crate::prim::dispatch::{eval_float, map_in_place, FloatKernel, FloatMapInPlace};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Float, Rational, Tensor};
@@ -41,7 +41,7 @@ macro_rules! kernel {
     ($k:ident) => {
         Some(TensorKernel {
             borrowed: |x: &[&Tensor]| eval_float(&$k, x),
-            owned: |x: Vec<Tensor>| map_in_place(&$k, x),
+            owned: |x: &mut Operands| map_in_place(&$k, x),
         })
     };
 }

@@ -42,7 +42,7 @@ impl MatMul {
     ) -> Result<Array<T>, KernelError> {
         let a = Self::operand(x[0].data(), x[0].dims(), self.transpose_a);
         let b = Self::operand(x[1].data(), x[1].dims(), self.transpose_b);
-        let shape = Shape::new(vec![a.rows, b.cols]);
+        let shape = Shape::from([a.rows, b.cols]);
         Ok(Array::new(shape, mm(a, b)?).expect("gemm returns rows * cols elements"))
     }
 }
