@@ -110,6 +110,29 @@ def test_contiguous_inputs_are_read_in_place():
     np.testing.assert_array_equal(y, big)
 
 
+def test_small_results_are_arrays_that_own_their_memory():
+    """Results of any rank and dtype come back as C-contiguous, writable arrays owning their
+    elements; int64 inputs of either NumPy spelling ('l' and 'q') are read, a byte-swapped
+    float64 array is refused, on the first call and on the calls after it."""
+    f = catml.jit(lambda x: (x > 1.5, cnp.sum(x), x.reshape(1, 2, 2), x * 2.0))
+    for _ in range(2):
+        outs = f(np.arange(4.0))
+        assert [(r.dtype, r.shape) for r in outs] == [
+            (np.dtype(bool), (4,)), (np.dtype(np.float64), ()),
+            (np.dtype(np.float64), (1, 2, 2)), (np.dtype(np.float64), (4,))]
+        for r in outs:
+            assert r.flags.owndata and r.base is None
+            assert r.flags.c_contiguous and r.flags.writeable
+        np.testing.assert_array_equal(outs[3], [0.0, 2.0, 4.0, 6.0])
+    double = catml.jit(lambda x: x * 2)
+    for code in ["l", "q"]:
+        for _ in range(2):
+            np.testing.assert_array_equal(double(np.arange(3, dtype=code)), [0, 2, 4])
+    for _ in range(2):
+        with pytest.raises(TypeError, match="has dtype >f8"):
+            double(np.arange(3.0).astype(">f8"))
+
+
 def test_non_contiguous_input():
     x = np.arange(12.0).reshape(3, 4)[:, ::2]
     np.testing.assert_allclose(catml.jit(lambda x: x * 2.0)(x), x * 2)

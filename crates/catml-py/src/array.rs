@@ -2,10 +2,15 @@
 //! float32, float64, int64, bool, int8 ... uint64; any other dtype (float16 included) is refused
 //! (no silent casts). Evaluation inputs of float32, float64 and int64 that are C-contiguous and
 //! aligned are read in place, without a copy; everything else is copied once. Results come
-//! back as NumPy arrays that take over the tensor's buffer.
+//! back as NumPy arrays: small ones copied once into memory NumPy allocates, larger ones taking
+//! over the tensor's buffer.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use catml_core::tensor::{Array, DType, Lent, Shape, Stored, Tensor, TensorError, TensorType};
-use numpy::ndarray::{ArrayD, Dimension, IxDyn};
+use numpy::ndarray::{ArrayD, IxDyn};
+use numpy::npyffi::{self, npy_intp, PyArrayObject, NPY_TYPES, PY_ARRAY_API};
 use numpy::{
     Element, IntoPyArray, PyArrayDescrMethods, PyArrayDyn, PyArrayMethods, PyUntypedArray,
     PyUntypedArrayMethods,
@@ -41,26 +46,47 @@ pub fn to_tensor(
             ),
         ));
     };
-    let dims = Shape::new(array.shape().to_vec());
+    array_tensor(array, Shape::from(array.shape()), what, read)
+}
+
+/// The tensor of a NumPy array whose dimensions are `dims` (the caller read them off it).
+pub fn array_tensor(
+    array: &Bound<'_, PyUntypedArray>,
+    dims: Shape,
+    what: impl Fn() -> String,
+    read: Read,
+) -> PyResult<Tensor> {
+    debug_assert_eq!(dims.dims(), array.shape());
     let value_error = |e: TensorError| raise(Kind::Value, format!("{}: {e}", what()));
-    // The common dtypes by kind and size, without building a dtype to compare with.
-    let descr = array.dtype();
-    if descr.is_native_byteorder() != Some(false) && !descr.has_fields() {
-        // SAFETY: the kind and item size (in native byte order) are those of `T` below.
-        match (descr.kind(), descr.itemsize()) {
-            (b'f', 4) => {
-                let a = unsafe { array.cast_unchecked::<PyArrayDyn<f32>>() };
-                return Ok(Tensor::F32(array_of(a, dims, read)?.map_err(value_error)?));
-            }
-            (b'f', 8) => {
-                let a = unsafe { array.cast_unchecked::<PyArrayDyn<f64>>() };
-                return Ok(Tensor::F64(array_of(a, dims, read)?.map_err(value_error)?));
-            }
-            (b'i', 8) => {
-                let a = unsafe { array.cast_unchecked::<PyArrayDyn<i64>>() };
-                return Ok(Tensor::I64(array_of(a, dims, read)?.map_err(value_error)?));
-            }
-            _ => {}
+    // The common dtypes by the descriptor's type number, read off it without a call. A
+    // built-in number in native (or no) byte order is NumPy's own dtype of that element type.
+    // SAFETY: the descriptor of a live array; its leading fields have this layout in NumPy 1
+    // and 2.
+    let (type_num, byteorder) = unsafe {
+        let descr = &(*(*array.as_array_ptr()).fields.descr).fields;
+        (descr.type_num, descr.byteorder as u8)
+    };
+    let swapped = if cfg!(target_endian = "little") {
+        b'>'
+    } else {
+        b'<'
+    };
+    if byteorder != swapped {
+        // SAFETY: the element type of the type number is `T` below.
+        if type_num == NPY_TYPES::NPY_FLOAT as c_int {
+            let a = unsafe { array.cast_unchecked::<PyArrayDyn<f32>>() };
+            return Ok(Tensor::F32(array_of(a, dims, read)?.map_err(value_error)?));
+        }
+        if type_num == NPY_TYPES::NPY_DOUBLE as c_int {
+            let a = unsafe { array.cast_unchecked::<PyArrayDyn<f64>>() };
+            return Ok(Tensor::F64(array_of(a, dims, read)?.map_err(value_error)?));
+        }
+        if type_num == NPY_TYPES::NPY_LONGLONG as c_int
+            || (type_num == NPY_TYPES::NPY_LONG as c_int
+                && std::mem::size_of::<std::ffi::c_long>() == 8)
+        {
+            let a = unsafe { array.cast_unchecked::<PyArrayDyn<i64>>() };
+            return Ok(Tensor::I64(array_of(a, dims, read)?.map_err(value_error)?));
         }
     }
     if let Ok(a) = array.cast::<PyArrayDyn<f32>>() {
@@ -134,8 +160,12 @@ fn elements<T: Element + Copy>(a: &Bound<'_, PyArrayDyn<T>>) -> PyResult<Vec<T>>
     Ok(ro.as_array().iter().copied().collect())
 }
 
-/// A NumPy array owning the tensor's buffer (no copy unless the buffer is shared).
+/// A NumPy array owning the tensor's buffer (no copy unless the buffer is shared), or, for a
+/// result of at most `COPY_BELOW` elements, a copy of it in memory NumPy allocates.
 pub fn to_numpy<'py>(py: Python<'py>, t: Tensor) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(copied) = small_copy(py, &t) {
+        return copied;
+    }
     let dims = IxDyn(t.dims());
     let shape_error = |e: numpy::ndarray::ShapeError| raise(Kind::Value, e.to_string());
     Ok(match t {
@@ -168,17 +198,93 @@ pub fn to_numpy<'py>(py: Python<'py>, t: Tensor) -> PyResult<Bound<'py, PyAny>> 
 /// than a second Python object keeping a Rust buffer alive); larger ones keep their buffer.
 const COPY_BELOW: usize = 1024;
 
+/// The copy of a result of at most `COPY_BELOW` elements (and of a rank NumPy takes) into a new
+/// NumPy array; `None` for any other, which keeps its buffer.
+fn small_copy<'py>(py: Python<'py>, t: &Tensor) -> Option<PyResult<Bound<'py, PyAny>>> {
+    let dims = t.dims();
+    match t {
+        Tensor::F32(a) => copied(py, dims, a.data()),
+        Tensor::F64(a) => copied(py, dims, a.data()),
+        Tensor::I64(a) => copied(py, dims, a.data()),
+        Tensor::Bool(a) => copied(py, dims, a.data()),
+        Tensor::Stored(s) => match s {
+            Stored::I8(a) => copied(py, dims, a.data()),
+            Stored::I16(a) => copied(py, dims, a.data()),
+            Stored::I32(a) => copied(py, dims, a.data()),
+            Stored::U8(a) => copied(py, dims, a.data()),
+            Stored::U16(a) => copied(py, dims, a.data()),
+            Stored::U32(a) => copied(py, dims, a.data()),
+            Stored::U64(a) => copied(py, dims, a.data()),
+            _ => None,
+        },
+    }
+}
+
+/// The most dimensions a copied result has (NumPy 1 takes up to 32).
+const MAX_RANK: usize = 32;
+
+/// A new C-contiguous NumPy array of `dims` holding `data`, made by NumPy's
+/// `PyArray_NewFromDescr` (NumPy allocates the elements and the array owns them), then one
+/// copy; `None` when `data` is too long or `dims` of too high a rank.
+fn copied<'py, T: Element + Copy>(
+    py: Python<'py>,
+    dims: &[usize],
+    data: &[T],
+) -> Option<PyResult<Bound<'py, PyAny>>> {
+    if data.len() > COPY_BELOW || dims.len() > MAX_RANK {
+        return None;
+    }
+    debug_assert_eq!(dims.iter().product::<usize>(), data.len());
+    let mut shape = [0 as npy_intp; MAX_RANK];
+    for (s, &d) in shape.iter_mut().zip(dims) {
+        // A dimension of a tensor of at most `COPY_BELOW` elements fits.
+        *s = d as npy_intp;
+    }
+    // SAFETY: the array type and a new reference to `T`'s descriptor (which the call takes
+    // over), `dims.len()` dimensions at `shape`, no strides (C order) and no data (NumPy
+    // allocates it); the result is a new reference or null with an exception set.
+    let made = unsafe {
+        let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            array_type(py),
+            T::get_dtype(py).into_dtype_ptr(),
+            dims.len() as c_int,
+            shape.as_mut_ptr(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+            std::ptr::null_mut(),
+        );
+        Bound::from_owned_ptr_or_err(py, ptr)
+    };
+    Some(made.inspect(|array| {
+        // SAFETY: `array` is a new C-contiguous array of `data.len()` elements of `T`, which
+        // nothing else has seen yet; every element is written before it is read.
+        unsafe {
+            let fields = &(*array.as_ptr().cast::<PyArrayObject>()).fields;
+            std::ptr::copy_nonoverlapping(data.as_ptr(), fields.data.cast::<T>(), data.len());
+        }
+    }))
+}
+
+/// NumPy's `ndarray` type, looked up once.
+fn array_type(py: Python<'_>) -> *mut pyo3::ffi::PyTypeObject {
+    static TYPE: AtomicPtr<pyo3::ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
+    let ty = TYPE.load(Ordering::Relaxed);
+    if !ty.is_null() {
+        return ty;
+    }
+    // SAFETY: NumPy's C API is loaded (or imported now); the type object is static in NumPy.
+    let ty = unsafe { npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type) };
+    TYPE.store(ty, Ordering::Relaxed);
+    ty
+}
+
 fn owned<T: Element + Copy>(
     py: Python<'_>,
     dims: IxDyn,
     data: Vec<T>,
 ) -> Result<Bound<'_, PyAny>, numpy::ndarray::ShapeError> {
-    if data.len() <= COPY_BELOW && dims.size() == data.len() {
-        // SAFETY: every one of the array's `data.len()` elements is written before it is read.
-        let a = unsafe { PyArrayDyn::<T>::new(py, dims, false) };
-        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), a.data(), data.len()) };
-        return Ok(a.into_any());
-    }
     Ok(ArrayD::from_shape_vec(dims, data)?
         .into_pyarray(py)
         .into_any())

@@ -11,11 +11,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use catml_core::tensor::{Array, DType, Tensor, TensorType};
-use numpy::PyUntypedArray;
+use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple};
 
-use crate::array::{tensor_type, to_numpy, to_tensor, Read};
+use crate::array::{array_tensor, tensor_type, to_numpy, to_tensor, Read};
 use crate::errors::{raise, Kind};
 use crate::program::PyProgram;
 use crate::pytree::{flatten, Tree};
@@ -187,12 +187,12 @@ impl Entry {
             let Some(ty) = self.types.get(tensors.len()) else {
                 return false;
             };
-            match plain_tensor(x) {
-                Some(t) if t.dtype() == ty.dtype && t.dims() == ty.shape.dims() => {
+            match typed_tensor(x, ty) {
+                Some(t) => {
                     tensors.push(t);
                     true
                 }
-                _ => false,
+                None => false,
             }
         };
         let all = self
@@ -236,6 +236,31 @@ fn plain_tensor(leaf: &Bound<'_, PyAny>) -> Option<Tensor> {
         return Some(Tensor::I64(Array::scalar(leaf.extract::<i64>().ok()?)));
     }
     None
+}
+
+/// The tensor of a leaf that `plain_tensor` takes, when it has the type `ty`; `None` otherwise.
+/// An array's dimensions are compared before anything is made, and its tensor takes the shape
+/// of `ty`.
+fn typed_tensor(leaf: &Bound<'_, PyAny>, ty: &TensorType) -> Option<Tensor> {
+    let t = if leaf.is_exact_instance_of::<PyUntypedArray>() {
+        // SAFETY: exactly an `ndarray`, checked above.
+        let array = unsafe { leaf.cast_unchecked::<PyUntypedArray>() };
+        let (shape, dims) = (array.shape(), ty.shape.dims());
+        if shape.len() != dims.len() || shape.iter().zip(dims).any(|(a, b)| a != b) {
+            return None;
+        }
+        let t = array_tensor(array, ty.shape.clone(), String::new, Read::InPlace).ok()?;
+        if !matches!(
+            t.dtype(),
+            DType::F32 | DType::F64 | DType::I64 | DType::Bool
+        ) {
+            return None;
+        }
+        t
+    } else {
+        plain_tensor(leaf)?
+    };
+    (t.dtype() == ty.dtype && t.dims() == ty.shape.dims()).then_some(t)
 }
 
 /// A hash of the trees and each leaf's dtype and dimensions.
