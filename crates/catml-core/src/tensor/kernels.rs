@@ -190,14 +190,15 @@ pub fn broadcast<T: Element>(
 /// Sum over the given (sorted, distinct) axes, which are removed from the shape.
 pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Result<Array<T>, AllocError> {
     let dims = a.dims();
-    let out_dims: Vec<usize> = (0..dims.len())
-        .filter(|i| !axes.contains(i))
-        .map(|i| dims[i])
-        .collect();
-    let out_shape = Shape::new(out_dims);
+    let out_shape = Shape(
+        (0..dims.len())
+            .filter(|i| !axes.contains(i))
+            .map(|i| dims[i])
+            .collect(),
+    );
     let out_strides = out_shape.strides();
     // Stride of each input dim in the output (0 on reduced axes).
-    let mut strides = vec![0usize; dims.len()];
+    let mut strides: Strides = smallvec::smallvec![0; dims.len()];
     let mut k = 0;
     for (i, s) in strides.iter_mut().enumerate() {
         if !axes.contains(&i) {
