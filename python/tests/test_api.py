@@ -110,6 +110,17 @@ def test_contiguous_inputs_are_read_in_place():
     np.testing.assert_array_equal(y, big)
 
 
+def test_bool_inputs_take_any_nonzero_byte_as_true():
+    """A bool array may hold bytes other than 0 and 1 (a uint8 array viewed as bool); NumPy
+    reads every nonzero byte as true, and so does CatML."""
+    mask = np.array([0, 2, 1, 255, 0, 7], dtype=np.uint8).view(bool).reshape(2, 3)
+    x = np.arange(6.0).reshape(2, 3)
+    f = catml.jit(lambda m, x: cnp.where(m, x, -1.0))
+    for _ in range(2):
+        np.testing.assert_array_equal(f(mask, x), np.where(mask, x, -1.0))
+    np.testing.assert_array_equal(f(mask[:, ::2], x[:, ::2]), np.where(mask, x, -1.0)[:, ::2])
+
+
 def test_small_results_are_arrays_that_own_their_memory():
     """Results of any rank and dtype come back as C-contiguous, writable arrays owning their
     elements; int64 inputs of either NumPy spelling ('l' and 'q') are read, a byte-swapped

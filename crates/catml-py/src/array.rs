@@ -95,8 +95,14 @@ pub fn array_tensor(
         return Ok(Tensor::F64(array_of(a, dims, read)?.map_err(value_error)?));
     } else if let Ok(a) = array.cast::<PyArrayDyn<i64>>() {
         return Ok(Tensor::I64(array_of(a, dims, read)?.map_err(value_error)?));
-    } else if let Ok(a) = array.cast::<PyArrayDyn<bool>>() {
-        return Tensor::bool(dims, elements(a)?).map_err(value_error);
+    } else if array.cast::<PyArrayDyn<bool>>().is_ok() {
+        // NumPy takes any nonzero byte as true (a `uint8` array viewed as bool keeps its
+        // bytes); Rust's `bool` must be 0 or 1, so the bytes are read as bytes.
+        let bytes = array
+            .call_method1("view", ("u1",))?
+            .cast_into::<PyArrayDyn<u8>>()?;
+        let truth = elements(&bytes)?.into_iter().map(|b| b != 0).collect();
+        return Tensor::bool(dims, truth).map_err(value_error);
     }
     macro_rules! stored {
         ($t:ty, $v:ident) => {
