@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use catml_core::tensor::{Array, DType, Tensor, TensorType};
+use catml_core::tensor::{Array, DType, Shape, Tensor, TensorType};
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyTuple};
 
-use crate::array::{array_tensor, tensor_type, to_numpy, to_tensor, Read};
+use crate::array::{array_tensor, tensor_type, to_numpy, Read};
 use crate::errors::{raise, Kind};
 use crate::program::PyProgram;
 use crate::pytree::{flatten, Tree};
@@ -218,13 +218,8 @@ pub struct Compiled {
 /// float32, float64, int64 or bool, or a Python float, int (fitting i64) or bool. Anything
 /// else is left to the Python path, which converts it or refuses it with its name.
 fn plain_tensor(leaf: &Bound<'_, PyAny>) -> Option<Tensor> {
-    if leaf.is_exact_instance_of::<PyUntypedArray>() {
-        let t = to_tensor(leaf, String::new, Read::InPlace).ok()?;
-        return matches!(
-            t.dtype(),
-            DType::F32 | DType::F64 | DType::I64 | DType::Bool
-        )
-        .then_some(t);
+    if let Some(array) = exact_array(leaf) {
+        return plain_array(array, Shape::from(array.shape()));
     }
     if leaf.is_exact_instance_of::<PyFloat>() {
         return Some(Tensor::F64(Array::scalar(leaf.extract::<f64>().ok()?)));
@@ -238,27 +233,36 @@ fn plain_tensor(leaf: &Bound<'_, PyAny>) -> Option<Tensor> {
     None
 }
 
+/// `leaf` as a NumPy array, when it is exactly an `ndarray`.
+fn exact_array<'a, 'py>(leaf: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyUntypedArray>> {
+    // SAFETY: exactly an `ndarray`, checked first.
+    leaf.is_exact_instance_of::<PyUntypedArray>()
+        .then(|| unsafe { leaf.cast_unchecked::<PyUntypedArray>() })
+}
+
+/// The tensor of an array of dimensions `dims`, read in place, when its dtype is one the
+/// common call takes (f32, f64, i64, bool); `None` otherwise.
+fn plain_array(array: &Bound<'_, PyUntypedArray>, dims: Shape) -> Option<Tensor> {
+    let t = array_tensor(array, dims, String::new, Read::InPlace).ok()?;
+    matches!(
+        t.dtype(),
+        DType::F32 | DType::F64 | DType::I64 | DType::Bool
+    )
+    .then_some(t)
+}
+
 /// The tensor of a leaf that `plain_tensor` takes, when it has the type `ty`; `None` otherwise.
 /// An array's dimensions are compared before anything is made, and its tensor takes the shape
 /// of `ty`.
 fn typed_tensor(leaf: &Bound<'_, PyAny>, ty: &TensorType) -> Option<Tensor> {
-    let t = if leaf.is_exact_instance_of::<PyUntypedArray>() {
-        // SAFETY: exactly an `ndarray`, checked above.
-        let array = unsafe { leaf.cast_unchecked::<PyUntypedArray>() };
-        let (shape, dims) = (array.shape(), ty.shape.dims());
-        if shape.len() != dims.len() || shape.iter().zip(dims).any(|(a, b)| a != b) {
-            return None;
+    let t = match exact_array(leaf) {
+        Some(array) => {
+            if array.shape() != ty.shape.dims() {
+                return None;
+            }
+            plain_array(array, ty.shape.clone())?
         }
-        let t = array_tensor(array, ty.shape.clone(), String::new, Read::InPlace).ok()?;
-        if !matches!(
-            t.dtype(),
-            DType::F32 | DType::F64 | DType::I64 | DType::Bool
-        ) {
-            return None;
-        }
-        t
-    } else {
-        plain_tensor(leaf)?
+        None => plain_tensor(leaf)?,
     };
     (t.dtype() == ty.dtype && t.dims() == ty.shape.dims()).then_some(t)
 }

@@ -16,8 +16,8 @@ pub fn for_each_piece<T: Send>(a: &mut [T], f: impl Fn(&mut [T]) + Sync) {
     if a.len() < PARALLEL_ELEMENTWISE_MIN || rayon::current_num_threads() < 2 {
         return f(a);
     }
-    let threads = rayon::current_num_threads();
-    a.par_chunks_mut(a.len().div_ceil(threads)).for_each(&f);
+    a.par_chunks_mut(a.len().div_ceil(rayon::current_num_threads()))
+        .for_each(&f);
 }
 
 /// `f(piece, offset of the piece in a)` over consecutive pieces of `a`, one per thread when

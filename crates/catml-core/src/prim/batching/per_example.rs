@@ -117,9 +117,7 @@ impl PerExample {
             .map(|r| r.and_then(|_| outs.next()))
             .collect())
     }
-}
 
-impl PerExample {
     /// The operands of example `i`: its slice of each batched operand, the others whole.
     fn example(&self, inputs: &[&Tensor], i: usize) -> Operands {
         inputs
