@@ -1,6 +1,6 @@
 //! The interpreter's measured peak of heap bytes against the plan's prediction
 //! (`EvalPlan::peak`, what `catml cost` reports as `peak_live_bytes`), and an `Executable`'s
-//! steady state (no value buffer allocated), by a counting allocator. Its own test binary, so
+//! steady state (nothing allocated), by a counting allocator. Its own test binary, so
 //! that no other test allocates while one is measured.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -25,6 +25,8 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 static PEAK: AtomicUsize = AtomicUsize::new(0);
 /// Allocations of at least `LARGE` bytes so far.
 static LARGE_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Allocations of any size so far.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
 const LARGE: usize = 64 << 10;
 
 unsafe impl GlobalAlloc for Counting {
@@ -33,6 +35,7 @@ unsafe impl GlobalAlloc for Counting {
         if !p.is_null() {
             let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
             PEAK.fetch_max(now, Ordering::Relaxed);
+            COUNT.fetch_add(1, Ordering::Relaxed);
             if layout.size() >= LARGE {
                 LARGE_COUNT.fetch_add(1, Ordering::Relaxed);
             }
@@ -87,6 +90,7 @@ fn the_measured_peak_matches_the_plans() {
         .install(|| {
             measured_peaks_match_the_plans();
             an_executable_allocates_no_value_buffer_in_its_steady_state();
+            an_executable_allocates_nothing_in_its_steady_state();
         });
 }
 
@@ -134,7 +138,8 @@ fn large_allocations(f: impl FnOnce()) -> usize {
 /// z = tanh(x + broadcast_rows b) * x at 256x512 f64 (1 MiB values) and its VJP: no kernel
 /// here allocates scratch, so every large allocation is a value buffer. The interpreter
 /// allocates values on every call; an executable whose results are handed back allocates none
-/// after its first call, and holds no more than the plan's peak between calls.
+/// after its first call, and holds no more than the plan's peak between calls. Called through
+/// `run_into`, it allocates nothing at all.
 fn an_executable_allocates_no_value_buffer_in_its_steady_state() {
     let ty = |dims: &[usize]| TensorType::new(DType::F64, dims.to_vec());
     let mut b = Builder::new();
@@ -163,6 +168,7 @@ fn an_executable_allocates_no_value_buffer_in_its_steady_state() {
         exe.recycle(exe.run(&args, options).unwrap());
     }
     let steady = large_allocations(|| exe.recycle(exe.run(&args, options).unwrap()));
+    let any = steady_allocations(&exe, &args);
     let held = exe.pooled_bytes() as u64;
     let peak = exe.plan().peak().bytes;
     println!(
@@ -179,4 +185,54 @@ fn an_executable_allocates_no_value_buffer_in_its_steady_state() {
         "the executable allocated value buffers in its steady state"
     );
     assert!(held <= peak, "held {held} > peak {peak}");
+    assert_eq!(any, 0, "allocations per call through run_into");
+}
+
+/// Allocations of any size made by `f`.
+fn allocations(f: impl FnOnce()) -> usize {
+    let before = COUNT.load(Ordering::Relaxed);
+    f();
+    COUNT.load(Ordering::Relaxed) - before
+}
+
+/// Allocations per call, after two calls, of `exe` called through `run_into` with its
+/// results handed back.
+fn steady_allocations(exe: &Executable, args: &[Tensor]) -> usize {
+    let mut results = Vec::new();
+    let mut call = || {
+        exe.run_into(args, EvalOptions::default(), &mut results)
+            .unwrap();
+        exe.recycle(results.drain(..));
+    };
+    call();
+    call();
+    allocations(call)
+}
+
+/// The tied block at 2x3, and its derivative program: after the first calls nothing at all
+/// is allocated, neither value buffers nor the blocks that share them, the list of values or
+/// the list of results. At 256x512 and in the MLP, the only allocations left are the `gemm`
+/// crate's packing scratch, made inside each large product (printed, not asserted).
+fn an_executable_allocates_nothing_in_its_steady_state() {
+    let mut counts = Vec::new();
+    for w in [
+        workloads::tied_residual(2, 3, DType::F32),
+        workloads::tied_residual(2, 3, DType::F64),
+    ] {
+        let label = format!("{} {} {}", w.workload, w.size, w.dtype_str());
+        counts.push((format!("{label} eval"), steady_allocations(&w.compiled[0], &w.inputs)));
+        counts.push((format!("{label} vjp"), steady_allocations(&w.compiled[1], &w.vjp_args)));
+    }
+    println!("allocations per call in the steady state: {counts:?}");
+    assert!(
+        counts.iter().all(|(_, n)| *n == 0),
+        "allocations in the steady state: {counts:?}"
+    );
+    for w in [
+        workloads::tied_residual(256, 512, DType::F32),
+        workloads::mlp(DType::F32),
+    ] {
+        let n = steady_allocations(&w.compiled[1], &w.vjp_args);
+        println!("{} vjp: {n} allocations per call, in the gemm crate", w.workload);
+    }
 }

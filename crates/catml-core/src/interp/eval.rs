@@ -139,9 +139,44 @@ pub(super) fn run(
     p: &Program,
     plan: Option<&EvalPlan>,
     inputs: &[Tensor],
-    mut report: Option<&mut EvalReport>,
+    report: Option<&mut EvalReport>,
     options: EvalOptions,
 ) -> Result<Vec<Tensor>, EvalError> {
+    let mut results = Vec::new();
+    run_into(p, plan, inputs, report, options, &mut Vec::new(), &mut results)?;
+    Ok(results)
+}
+
+/// `run`, with the values held in `env` (left empty, its capacity kept for the next call) and
+/// the results written to `results` (replacing what it held).
+pub(super) fn run_into(
+    p: &Program,
+    plan: Option<&EvalPlan>,
+    inputs: &[Tensor],
+    report: Option<&mut EvalReport>,
+    options: EvalOptions,
+    env: &mut Vec<Option<Tensor>>,
+    results: &mut Vec<Tensor>,
+) -> Result<(), EvalError> {
+    results.clear();
+    env.clear();
+    let done = run_nodes(p, plan, inputs, report, options, env, results);
+    env.clear();
+    if done.is_err() {
+        results.clear();
+    }
+    done
+}
+
+fn run_nodes(
+    p: &Program,
+    plan: Option<&EvalPlan>,
+    inputs: &[Tensor],
+    mut report: Option<&mut EvalReport>,
+    options: EvalOptions,
+    env: &mut Vec<Option<Tensor>>,
+    results: &mut Vec<Tensor>,
+) -> Result<(), EvalError> {
     check_inputs(p, inputs)?;
     let made;
     let plan = match plan {
@@ -155,7 +190,7 @@ pub(super) fn run(
     plan.check_budget(p, options.memory_budget)?;
     let last = &plan.last;
     let n_in = p.n_inputs();
-    let mut env: Vec<Option<Tensor>> = Vec::with_capacity(p.n_vars());
+    env.reserve(p.n_vars());
     env.extend(inputs.iter().cloned().map(Some));
     env.resize(p.n_vars(), None);
     // One operand list serves every node, so that handing operands over allocates nothing.
@@ -236,13 +271,14 @@ pub(super) fn run(
             }
         }
     }
-    p.outputs()
-        .iter()
-        .map(|o| match &env[o.index()] {
-            Some(v) => Ok(v.clone()),
-            None => Err(EvalError::ForeignPlan),
-        })
-        .collect()
+    results.reserve(p.outputs().len());
+    for o in p.outputs() {
+        match &env[o.index()] {
+            Some(v) => results.push(v.clone()),
+            None => return Err(EvalError::ForeignPlan),
+        }
+    }
+    Ok(())
 }
 
 /// Evaluates a program on inputs given in declaration order; one tensor per output occurrence.

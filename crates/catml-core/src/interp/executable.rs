@@ -4,15 +4,25 @@
 
 use std::sync::{Mutex, TryLockError};
 
-use super::eval::{run, EvalError, EvalOptions, EvalReport};
+use super::eval::{run_into, EvalError, EvalOptions, EvalReport};
 use super::plan::EvalPlan;
 use crate::ir::Program;
 use crate::tensor::{BufferPool, Tensor};
 
-/// A pool for `plan`'s program: free buffers beyond its own peak would never all be needed at
-/// once.
-fn empty_pool(plan: &EvalPlan) -> BufferPool {
-    BufferPool::new(usize::try_from(plan.peak().bytes).unwrap_or(usize::MAX))
+/// What calls leave behind for the next: free buffers, and the room of the list of values.
+#[derive(Debug)]
+struct Reuse {
+    pool: BufferPool,
+    env: Vec<Option<Tensor>>,
+}
+
+/// Nothing yet for `plan`'s program, with a pool that keeps at most the plan's peak: free
+/// buffers beyond it would never all be needed at once.
+fn empty_reuse(plan: &EvalPlan) -> Reuse {
+    Reuse {
+        pool: BufferPool::new(usize::try_from(plan.peak().bytes).unwrap_or(usize::MAX)),
+        env: Vec::new(),
+    }
 }
 
 /// A program ready to evaluate many times: planned once (when values die, the peak of live
@@ -41,7 +51,7 @@ fn empty_pool(plan: &EvalPlan) -> BufferPool {
 pub struct Executable {
     program: Program,
     plan: EvalPlan,
-    pool: Mutex<BufferPool>,
+    reuse: Mutex<Reuse>,
 }
 
 impl Clone for Executable {
@@ -50,7 +60,7 @@ impl Clone for Executable {
         Executable {
             program: self.program.clone(),
             plan: self.plan.clone(),
-            pool: Mutex::new(empty_pool(&self.plan)),
+            reuse: Mutex::new(empty_reuse(&self.plan)),
         }
     }
 }
@@ -61,7 +71,7 @@ impl Executable {
     pub fn new(program: Program) -> Result<Executable, EvalError> {
         let plan = EvalPlan::new(&program)?;
         Ok(Executable {
-            pool: Mutex::new(empty_pool(&plan)),
+            reuse: Mutex::new(empty_reuse(&plan)),
             program,
             plan,
         })
@@ -77,7 +87,24 @@ impl Executable {
 
     /// Evaluates on inputs in declaration order, as [`eval_with_options`](super::eval_with_options).
     pub fn run(&self, inputs: &[Tensor], options: EvalOptions) -> Result<Vec<Tensor>, EvalError> {
-        self.pooled(|| run(&self.program, Some(&self.plan), inputs, None, options))
+        let mut results = Vec::new();
+        self.run_into(inputs, options, &mut results)?;
+        Ok(results)
+    }
+
+    /// [`run`](Self::run), writing the results into `results` (emptied first; left empty on
+    /// error). With the results of the previous call recycled and the same list passed again,
+    /// a call allocates nothing.
+    pub fn run_into(
+        &self,
+        inputs: &[Tensor],
+        options: EvalOptions,
+        results: &mut Vec<Tensor>,
+    ) -> Result<(), EvalError> {
+        self.pooled(|env| {
+            let plan = Some(&self.plan);
+            run_into(&self.program, plan, inputs, None, options, env, results)
+        })
     }
 
     /// [`run`](Self::run), reporting where labelled conventions decided a derivative.
@@ -86,40 +113,40 @@ impl Executable {
         inputs: &[Tensor],
         options: EvalOptions,
     ) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
-        let mut report = EvalReport::default();
-        let out = self.pooled(|| {
-            run(
-                &self.program,
-                Some(&self.plan),
-                inputs,
-                Some(&mut report),
-                options,
-            )
+        let (mut report, mut results) = (EvalReport::default(), Vec::new());
+        self.pooled(|env| {
+            let plan = Some(&self.plan);
+            let report = Some(&mut report);
+            run_into(&self.program, plan, inputs, report, options, env, &mut results)
         })?;
-        Ok((out, report))
+        Ok((results, report))
     }
 
     /// Hands values back (results of an earlier call, once read) so that their buffers serve
     /// the next call. A value still shared elsewhere is simply dropped.
     pub fn recycle(&self, values: impl IntoIterator<Item = Tensor>) {
-        self.pooled(|| values.into_iter().for_each(drop))
+        self.pooled(|_| values.into_iter().for_each(drop))
     }
 
     /// Bytes of free buffers kept for the next call.
     pub fn pooled_bytes(&self) -> usize {
-        self.pool
+        self.reuse
             .lock()
             .unwrap_or_else(|held| held.into_inner())
+            .pool
             .held_bytes()
     }
 
-    /// Runs `f` with the pool active on this thread, unless another call holds it.
-    fn pooled<R>(&self, f: impl FnOnce() -> R) -> R {
-        match self.pool.try_lock() {
-            Ok(mut pool) => pool.activate(f),
+    /// Runs `f` with the pool active on this thread and the kept list of values, unless
+    /// another call holds them (then with none).
+    fn pooled<R>(&self, f: impl FnOnce(&mut Vec<Option<Tensor>>) -> R) -> R {
+        let mut reuse = match self.reuse.try_lock() {
+            Ok(reuse) => reuse,
             // A call that panicked left the pool whole (`activate` restores it on unwind).
-            Err(TryLockError::Poisoned(held)) => held.into_inner().activate(f),
-            Err(TryLockError::WouldBlock) => f(),
-        }
+            Err(TryLockError::Poisoned(held)) => held.into_inner(),
+            Err(TryLockError::WouldBlock) => return f(&mut Vec::new()),
+        };
+        let Reuse { pool, env } = &mut *reuse;
+        pool.activate(|| f(env))
     }
 }

@@ -56,7 +56,7 @@ impl<T: Clone> Array<T> {
         }
         Ok(Array {
             shape,
-            data: Buffer::Owned(Arc::new(data)),
+            data: Buffer::owned(data),
         })
     }
 
@@ -90,7 +90,7 @@ impl<T: Clone> Array<T> {
         debug_assert_eq!(shape.numel(), data.len());
         Array {
             shape,
-            data: Buffer::Owned(Arc::new(data)),
+            data: Buffer::owned(data),
         }
     }
 

@@ -2,6 +2,7 @@
 //! owner lends it for reading, such as a NumPy array's buffer passed in without a copy.
 
 use std::any::Any;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
 /// Elements that stay readable, and unchanged, while `owner` is alive.
@@ -39,14 +40,22 @@ impl<T> Lent<T> {
 
 /// The storage behind an `Array`.
 pub(crate) enum Buffer<T> {
-    Owned(Arc<Vec<T>>),
+    /// Released by `Drop`, which hands the vector and its shared block to the active pool.
+    Owned(ManuallyDrop<Arc<Vec<T>>>),
     Lent(Arc<Lent<T>>),
+}
+
+impl<T> Buffer<T> {
+    /// `v`, owned; its shared block comes from the active pool when it holds one.
+    pub(crate) fn owned(v: Vec<T>) -> Buffer<T> {
+        Buffer::Owned(ManuallyDrop::new(super::pool::shared(v)))
+    }
 }
 
 impl<T> Clone for Buffer<T> {
     fn clone(&self) -> Self {
         match self {
-            Buffer::Owned(v) => Buffer::Owned(Arc::clone(v)),
+            Buffer::Owned(v) => Buffer::Owned(ManuallyDrop::new(Arc::clone(v))),
             Buffer::Lent(l) => Buffer::Lent(Arc::clone(l)),
         }
     }
@@ -81,12 +90,12 @@ impl<T: Clone> Buffer<T> {
 }
 
 impl<T> Drop for Buffer<T> {
-    /// The last owner of a vector gives its buffer to the active pool, if any (`pool.rs`).
+    /// The last owner of a vector gives its buffer and block to the active pool, if any
+    /// (`pool.rs`).
     fn drop(&mut self) {
         if let Buffer::Owned(v) = self {
-            if let Some(mine) = Arc::get_mut(v) {
-                super::pool::give(std::mem::take(mine));
-            }
+            // SAFETY: `v` is not used again; this is the buffer's drop.
+            super::pool::release(unsafe { ManuallyDrop::take(v) });
         }
     }
 }

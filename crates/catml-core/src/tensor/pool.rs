@@ -23,6 +23,7 @@
 use std::alloc::Layout;
 use std::cell::RefCell;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// A free buffer: memory the global allocator gave out with `layout`, holding no elements.
 struct Free {
@@ -38,11 +39,66 @@ impl Drop for Free {
     }
 }
 
+/// The shared block of a vector held by an array (`Arc<Vec<T>>`, its counts and the vector's
+/// three words) whose vector was taken out: kept so that the next array made in the pool
+/// needs no allocation for it. The block's layout is the same for every element type.
+struct Shell(NonNull<Vec<u8>>);
+
+impl Shell {
+    /// The block holding `v`, reusable for any element type.
+    fn new<T>(v: Arc<Vec<T>>) -> Option<Shell> {
+        if !same_block::<T>() {
+            return None;
+        }
+        // SAFETY: `into_raw` gives a non-null pointer to the vector inside the block.
+        Some(Shell(unsafe {
+            NonNull::new_unchecked(Arc::into_raw(v).cast_mut().cast())
+        }))
+    }
+
+    /// The block, now holding `v`.
+    fn fill<T>(self, v: Vec<T>) -> Arc<Vec<T>> {
+        let at = self.0;
+        std::mem::forget(self);
+        // SAFETY: the shell owned the block, and gives it up here.
+        unsafe { refill(at, v) }
+    }
+}
+
+/// The shared block at `at` holding `v`.
+///
+/// # Safety
+/// `at` came from `Arc<Vec<X>>::into_raw`, with `Vec<X>` of the same size and alignment as
+/// `Vec<T>` (`same_block`); it is the block's only reference, and the vector there is empty
+/// with no capacity, so overwriting it leaks nothing.
+unsafe fn refill<T>(at: NonNull<Vec<u8>>, v: Vec<T>) -> Arc<Vec<T>> {
+    let at = at.as_ptr().cast::<Vec<T>>();
+    at.write(v);
+    Arc::from_raw(at)
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        // SAFETY: the shell owns the block; the `Arc` made here frees it.
+        drop(unsafe { refill(self.0, Vec::<u8>::new()) });
+    }
+}
+
+/// Whether `Arc<Vec<T>>`'s block has the layout of `Arc<Vec<u8>>`'s (so for every sized `T`).
+fn same_block<T>() -> bool {
+    use std::mem::{align_of, size_of};
+    size_of::<Vec<T>>() == size_of::<Vec<u8>>() && align_of::<Vec<T>>() == align_of::<Vec<u8>>()
+}
+
+/// At most this many shells are kept (a program's node count is typically far below it).
+const MAX_SHELLS: usize = 1 << 12;
+
 /// Free buffers kept for reuse, holding at most a set number of bytes.
 pub struct BufferPool {
     free: Vec<Free>,
     held: usize,
     limit: usize,
+    shells: Vec<Shell>,
 }
 
 impl std::fmt::Debug for BufferPool {
@@ -51,12 +107,13 @@ impl std::fmt::Debug for BufferPool {
             .field("buffers", &self.free.len())
             .field("held", &self.held)
             .field("limit", &self.limit)
+            .field("shells", &self.shells.len())
             .finish()
     }
 }
 
-// SAFETY: a pool owns its free buffers outright; they hold no elements and no other thread
-// sees them while the pool is inactive.
+// SAFETY: a pool owns its free buffers and shells outright; they hold no elements and no other
+// thread sees them while the pool is inactive.
 unsafe impl Send for BufferPool {}
 
 thread_local! {
@@ -71,6 +128,7 @@ impl BufferPool {
             free: Vec::new(),
             held: 0,
             limit,
+            shells: Vec::new(),
         }
     }
 
@@ -161,6 +219,39 @@ pub(crate) fn give<T>(mut v: Vec<T>) {
     });
 }
 
+/// `v` shared from a block the active pool kept (`Arc::new(v)` when it has none).
+pub(crate) fn shared<T>(v: Vec<T>) -> Arc<Vec<T>> {
+    let shell = ACTIVE
+        .try_with(|a| a.try_borrow_mut().ok()?.as_mut()?.shells.pop())
+        .ok()
+        .flatten();
+    match shell {
+        Some(shell) => shell.fill(v),
+        None => Arc::new(v),
+    }
+}
+
+/// Releases an array's vector: when `v` is its last owner, the vector's buffer goes to the
+/// active pool (`give`) and so does the block, if there is a pool.
+pub(crate) fn release<T>(mut v: Arc<Vec<T>>) {
+    let Some(mine) = Arc::get_mut(&mut v) else {
+        return;
+    };
+    give(std::mem::take(mine));
+    // Outside an active pool (or while it is borrowed) `v` is dropped as usual at the end.
+    let mut v = Some(v);
+    let _ = ACTIVE.try_with(|a| {
+        let Ok(mut slot) = a.try_borrow_mut() else {
+            return;
+        };
+        if let Some(pool) = slot.as_mut().filter(|p| p.shells.len() < MAX_SHELLS) {
+            if let Some(shell) = v.take().and_then(Shell::new) {
+                pool.shells.push(shell);
+            }
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -208,6 +299,28 @@ mod tests {
         assert_eq!(pool.held_bytes(), 200);
         give(alloc::filled(50, 0u8).unwrap());
         assert_eq!(pool.held_bytes(), 200);
+    }
+
+    #[test]
+    fn an_array_s_shared_block_is_kept_and_reused_for_any_element_type() {
+        use crate::tensor::Tensor;
+        let mut pool = BufferPool::new(1 << 20);
+        pool.activate(|| {
+            let a = Tensor::f64([4], vec![1.0; 4]).unwrap();
+            let b = Tensor::f64([2], vec![2.0; 2]).unwrap();
+            drop((a, b));
+        });
+        assert_eq!(pool.shells.len(), 2);
+        let kept = pool.activate(|| {
+            let t = Tensor::f32([3], vec![0.5, 1.5, 2.5]).unwrap();
+            let strings = shared(vec![String::from("x")]);
+            assert_eq!(*strings, ["x"]);
+            release(strings); // the strings are dropped, the block kept
+            t
+        });
+        assert_eq!(pool.shells.len(), 1, "two blocks taken, one given back");
+        assert_eq!(kept.to_f64_vec(), [0.5, 1.5, 2.5]);
+        drop(pool); // frees the blocks it keeps
     }
 
     #[test]

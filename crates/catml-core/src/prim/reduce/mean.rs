@@ -13,7 +13,7 @@ use crate::ir::{
 };
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
-use crate::tensor::{kernels, Array, Float, RArray, Rational, Tensor, TensorType};
+use crate::tensor::{kernels, Array, Float, RArray, Rational, Strides, Tensor, TensorType};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mean {
@@ -27,10 +27,8 @@ impl Mean {
     }
 
     /// The reduced axes, sorted, for an operand of this rank.
-    fn reduced(&self, rank: usize) -> Vec<usize> {
-        let mut a = self.axes.clone().unwrap_or_else(|| (0..rank).collect());
-        a.sort_unstable();
-        a
+    fn reduced(&self, rank: usize) -> Strides {
+        super::slices::sorted_axes(self.axes.as_deref(), rank)
     }
 
     /// m: how many elements each output averages.

@@ -3,7 +3,7 @@
 
 use crate::ir::TypeError;
 use crate::tensor::alloc::{self, AllocError};
-use crate::tensor::{kernels, Array, Element, Shape, TensorType};
+use crate::tensor::{kernels, Array, Element, Shape, Strides, TensorType};
 
 /// The reduced axes, sorted; absent means every axis. Rejects repeats, out-of-range axes and
 /// (with `nonempty`) an empty list, naming the attribute `key`.
@@ -38,6 +38,17 @@ pub(crate) fn check_axes(
 }
 
 /// The axes of a rank-`rank` tensor not in `axes`, in order.
+/// The axes an `axes` attribute names (all when absent), sorted, for an operand of `rank`;
+/// held inline, as reductions evaluate it on every call.
+pub(crate) fn sorted_axes(axes: Option<&[usize]>, rank: usize) -> Strides {
+    let mut a: Strides = match axes {
+        Some(a) => a.iter().copied().collect(),
+        None => (0..rank).collect(),
+    };
+    a.sort_unstable();
+    a
+}
+
 pub(crate) fn kept(rank: usize, axes: &[usize]) -> Vec<usize> {
     (0..rank).filter(|i| !axes.contains(i)).collect()
 }

@@ -10,7 +10,7 @@ use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::ir::{Linearity, Transpose};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, number_operand, RingKernel};
 use crate::prim::Ops;
-use crate::tensor::{kernels, Array, Element, RArray, Tensor, TensorType};
+use crate::tensor::{kernels, Array, Element, RArray, Strides, Tensor, TensorType};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sum {
@@ -24,15 +24,8 @@ impl Sum {
     }
 
     /// The reduced axes, sorted, for an operand of this rank.
-    fn reduced(&self, rank: usize) -> Vec<usize> {
-        match &self.axes {
-            None => (0..rank).collect(),
-            Some(a) => {
-                let mut a = a.clone();
-                a.sort_unstable();
-                a
-            }
-        }
+    fn reduced(&self, rank: usize) -> Strides {
+        super::slices::sorted_axes(self.axes.as_deref(), rank)
     }
 }
 
