@@ -220,8 +220,14 @@ fn an_executable_allocates_nothing_in_its_steady_state() {
         workloads::tied_residual(2, 3, DType::F64),
     ] {
         let label = format!("{} {} {}", w.workload, w.size, w.dtype_str());
-        counts.push((format!("{label} eval"), steady_allocations(&w.compiled[0], &w.inputs)));
-        counts.push((format!("{label} vjp"), steady_allocations(&w.compiled[1], &w.vjp_args)));
+        counts.push((
+            format!("{label} eval"),
+            steady_allocations(&w.compiled[0], &w.inputs),
+        ));
+        counts.push((
+            format!("{label} vjp"),
+            steady_allocations(&w.compiled[1], &w.vjp_args),
+        ));
     }
     println!("allocations per call in the steady state: {counts:?}");
     assert!(
@@ -233,6 +239,9 @@ fn an_executable_allocates_nothing_in_its_steady_state() {
         workloads::mlp(DType::F32),
     ] {
         let n = steady_allocations(&w.compiled[1], &w.vjp_args);
-        println!("{} vjp: {n} allocations per call, in the gemm crate", w.workload);
+        println!(
+            "{} vjp: {n} allocations per call, in the gemm crate",
+            w.workload
+        );
     }
 }

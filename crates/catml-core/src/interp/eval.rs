@@ -1,8 +1,9 @@
 use std::collections::BTreeMap;
 
 use super::budget::Bytes;
+use super::fold::{unshared, Step};
 use super::plan::EvalPlan;
-use crate::ir::{operand_refs, KernelError, Operands, Program};
+use crate::ir::{operand_refs, KernelError, Operands, Program, Var};
 use crate::tensor::{Tensor, TensorType};
 
 /// Why evaluation stopped. Nothing is returned on error.
@@ -143,7 +144,15 @@ pub(super) fn run(
     options: EvalOptions,
 ) -> Result<Vec<Tensor>, EvalError> {
     let mut results = Vec::new();
-    run_into(p, plan, inputs, report, options, &mut Vec::new(), &mut results)?;
+    run_into(
+        p,
+        plan,
+        inputs,
+        report,
+        options,
+        &mut Vec::new(),
+        &mut results,
+    )?;
     Ok(results)
 }
 
@@ -196,9 +205,15 @@ fn run_nodes(
     // One operand list serves every node, so that handing operands over allocates nothing.
     let mut args = Operands::new();
     for (i, node) in p.nodes().iter().enumerate() {
+        let step = plan.steps.get(i).copied().unwrap_or(Step::Eval);
+        let ops = &node.operands;
+        if step == Step::Made {
+            // The value was added into by an earlier node; only its operands' deaths are left.
+            free_dying(env, ops, last, i);
+            continue;
+        }
         // Operands that die here are moved to the kernel, which may then reuse their buffers;
         // a repeated operand is moved only at its last occurrence.
-        let ops = &node.operands;
         for (k, o) in ops.iter().enumerate() {
             let slot = &mut env[o.index()];
             let value = if last[o.index()] == Some(i) && !ops[k + 1..].contains(o) {
@@ -230,9 +245,25 @@ fn run_nodes(
             op: node.prim.name().to_string(),
             source,
         };
-        let out = node.prim.eval_owned(&mut args).map_err(fail)?;
-        // Operands the kernel did not take (borrowed copies) are released now.
-        args.clear();
+        let (out, slot) = match step {
+            Step::AddInto { addend, take, sum } => {
+                let held = &mut env[addend.index()];
+                let value = if take { held.take() } else { held.clone() };
+                let value = value.ok_or(EvalError::ForeignPlan)?;
+                let mut out = unshared(value).map_err(|e| fail(e.into()))?;
+                let done = node.prim.eval_added(&operand_refs(&args), &mut out);
+                args.clear();
+                done.map_err(fail)?;
+                (out, n_in + sum)
+            }
+            _ => {
+                let out = node.prim.eval_owned(&mut args).map_err(fail)?;
+                // Operands the kernel did not take (borrowed copies) are released now.
+                args.clear();
+                (out, n_in + i)
+            }
+        };
+        // A folded sum has its product's type (`fold_sums`).
         if out.dtype() != node.ty.dtype || *out.shape() != node.ty.shape {
             return Err(fail(KernelError::Unsupported(format!(
                 "kernel returned {}, its type rule says {}",
@@ -263,13 +294,8 @@ fn run_nodes(
                 first,
             });
         }
-        env[n_in + i] = Some(out);
-        // Values read here for the last time (inputs held by the caller included) go now.
-        for o in ops {
-            if last[o.index()] == Some(i) {
-                env[o.index()] = None;
-            }
-        }
+        env[slot] = Some(out);
+        free_dying(env, ops, last, i);
     }
     results.reserve(p.outputs().len());
     for o in p.outputs() {
@@ -279,6 +305,15 @@ fn run_nodes(
         }
     }
     Ok(())
+}
+
+/// Drops the values node `i` reads for the last time (inputs held by the caller included).
+fn free_dying(env: &mut [Option<Tensor>], ops: &[Var], last: &[Option<usize>], i: usize) {
+    for o in ops {
+        if last[o.index()] == Some(i) {
+            env[o.index()] = None;
+        }
+    }
 }
 
 /// Evaluates a program on inputs given in declaration order; one tensor per output occurrence.

@@ -29,7 +29,9 @@ fn empty_reuse(plan: &EvalPlan) -> Reuse {
 /// bytes), with a pool of value buffers that later calls reuse.
 ///
 /// Calls from several threads are allowed; one of them at a time uses the pool, the others
-/// allocate as [`eval`](super::eval) does. Results are the interpreter's, bit for bit.
+/// allocate as [`eval`](super::eval) does. A sum fed by a matrix product is folded into the
+/// product ([`EvalPlan::folding_sums`]); such a sum is within the budget of its k + 1 terms,
+/// and every other result is the interpreter's, bit for bit.
 ///
 /// ```
 /// use catml_core::interp::{EvalOptions, Executable};
@@ -69,7 +71,7 @@ impl Executable {
     /// Plans `program`; a node whose value alone is too large is an error
     /// ([`EvalPlan::new`]).
     pub fn new(program: Program) -> Result<Executable, EvalError> {
-        let plan = EvalPlan::new(&program)?;
+        let plan = EvalPlan::new(&program)?.folding_sums(&program);
         Ok(Executable {
             reuse: Mutex::new(empty_reuse(&plan)),
             program,
@@ -101,10 +103,7 @@ impl Executable {
         options: EvalOptions,
         results: &mut Vec<Tensor>,
     ) -> Result<(), EvalError> {
-        self.pooled(|env| {
-            let plan = Some(&self.plan);
-            run_into(&self.program, plan, inputs, None, options, env, results)
-        })
+        self.call(inputs, options, None, results)
     }
 
     /// [`run`](Self::run), reporting where labelled conventions decided a derivative.
@@ -114,12 +113,42 @@ impl Executable {
         options: EvalOptions,
     ) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
         let (mut report, mut results) = (EvalReport::default(), Vec::new());
-        self.pooled(|env| {
-            let plan = Some(&self.plan);
-            let report = Some(&mut report);
-            run_into(&self.program, plan, inputs, report, options, env, &mut results)
-        })?;
+        self.call(inputs, options, Some(&mut report), &mut results)?;
         Ok((results, report))
+    }
+
+    /// One evaluation on the plan. A folded sum is checked where its product runs, so a
+    /// non-finite value is looked for again without folding: the error then names the node
+    /// the interpreter names.
+    fn call(
+        &self,
+        inputs: &[Tensor],
+        options: EvalOptions,
+        mut report: Option<&mut EvalReport>,
+        results: &mut Vec<Tensor>,
+    ) -> Result<(), EvalError> {
+        let once = |plan: &EvalPlan, report: Option<&mut EvalReport>, results: &mut Vec<_>| {
+            self.pooled(|env| {
+                run_into(
+                    &self.program,
+                    Some(plan),
+                    inputs,
+                    report,
+                    options,
+                    env,
+                    results,
+                )
+            })
+        };
+        match once(&self.plan, report.as_deref_mut(), results) {
+            Err(EvalError::NonFinite { .. }) if self.plan.folded_sums() > 0 => {
+                if let Some(r) = report.as_deref_mut() {
+                    *r = EvalReport::default();
+                }
+                once(&self.plan.unfolded(), report, results)
+            }
+            done => done,
+        }
     }
 
     /// Hands values back (results of an earlier call, once read) so that their buffers serve

@@ -7,13 +7,15 @@
 //! - [`EvalPlan`]: what eval works out once per program (when values die, the peak of live
 //!   bytes, checked against the [memory budget](set_memory_budget) before anything is
 //!   allocated);
-//! - [`Executable`]: a program planned once, keeping its value buffers between calls;
+//! - [`Executable`]: a program planned once, keeping its value buffers between calls, with
+//!   sums folded into the products that feed them (`fold`);
 //! - `rational`: exact values over arbitrary-precision rationals.
 
 mod budget;
 mod cost;
 mod eval;
 mod executable;
+mod fold;
 mod params;
 mod plan;
 mod rational;

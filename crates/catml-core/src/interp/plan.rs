@@ -3,6 +3,7 @@
 
 use super::budget::budget_for;
 use super::eval::{EvalError, MAX_VALUE_BYTES};
+use super::fold::{fold_sums, Step};
 use crate::ir::{Program, Var};
 
 /// The largest total of live values while evaluating in order, and where it is reached.
@@ -40,6 +41,8 @@ pub struct EvalPlan {
     peak: Peak,
     /// The program's input, node and operand counts, to refuse a plan made for another.
     shape: (usize, usize, usize),
+    /// What to do at each node, when sums are folded (`fold.rs`); empty: run every kernel.
+    pub(crate) steps: Vec<Step>,
 }
 
 fn shape_of(p: &Program) -> (usize, usize, usize) {
@@ -67,7 +70,33 @@ impl EvalPlan {
             peak: peak_of(p, &last),
             last,
             shape: shape_of(p),
+            steps: Vec::new(),
         })
+    }
+
+    /// This plan of `p`, with each sum that a product can accumulate into folded into that
+    /// product (`docs/memory.md`, "Folded sums"). A folded value is made where its product
+    /// runs and the product's own value never exists, so the peak does not grow. Results may
+    /// differ from the unfolded plan's in rounding, within the product's budget
+    /// (`docs/budgets.md`).
+    pub fn folding_sums(mut self, p: &Program) -> EvalPlan {
+        if self.fits(p) {
+            self.steps = fold_sums(p, &self.last);
+        }
+        self
+    }
+
+    /// How many sums are folded.
+    pub fn folded_sums(&self) -> usize {
+        self.steps.iter().filter(|s| **s == Step::Made).count()
+    }
+
+    /// The same plan with no sum folded.
+    pub(crate) fn unfolded(&self) -> EvalPlan {
+        EvalPlan {
+            steps: Vec::new(),
+            ..self.clone()
+        }
     }
 
     /// The peak of live bytes.

@@ -188,6 +188,28 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         self.eval(&operand_refs(inputs))
     }
 
+    /// Whether the result is the elementwise sum of the two operands, both of the result's type
+    /// (`add`). An executable's plan may then fold the sum into the kernel that makes one
+    /// operand ([`eval_added`](Self::eval_added); `docs/memory.md`).
+    fn sums_operands(&self) -> bool {
+        false
+    }
+
+    /// Whether [`eval_added`](Self::eval_added) serves operands of these types.
+    fn adds_into(&self, _inputs: &[TensorType]) -> bool {
+        false
+    }
+
+    /// sum += this node's result, in `sum`'s buffer (of the result's type, held only by the
+    /// caller), in the same pass that computes it: a product accumulating into its
+    /// destination. Called only where [`adds_into`](Self::adds_into) said yes.
+    fn eval_added(&self, _inputs: &[&Tensor], _sum: &mut Tensor) -> Result<(), KernelError> {
+        Err(KernelError::Unsupported(format!(
+            "`{}` cannot add its result into a value",
+            self.name()
+        )))
+    }
+
     /// Whether every output element is a copy of an operand element (reshape, permute,
     /// broadcast, gather, ...). The interpreter checks each node's output for non-finite
     /// values; a copy of checked values needs no second scan.

@@ -16,6 +16,7 @@ mod elementwise_rows;
 mod eval_reuse;
 mod executable;
 mod file_tests;
+mod folded_sums;
 mod higher_order;
 mod large;
 mod memory;

@@ -652,6 +652,12 @@ impl Primitive for Binary {
     fn name(&self) -> &str {
         self.row.name
     }
+    fn sums_operands(&self) -> bool {
+        matches!(
+            self.row.derivative,
+            BinaryDerivative::Linear([Sign::Plus, Sign::Plus])
+        )
+    }
     fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, TypeError> {
         super::int::infer_binary(self.row.int.is_some(), inputs)
     }

@@ -10,7 +10,7 @@ use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::alloc::AllocError;
-use crate::tensor::kernels::{gemm, matmul_generic, MatRef};
+use crate::tensor::kernels::{gemm, gemm_into, matmul_generic, MatRef};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,6 +45,14 @@ impl MatMul {
         let shape = Shape::from([a.rows, b.cols]);
         Ok(Array::new(shape, mm(a, b)?).expect("gemm returns rows * cols elements"))
     }
+}
+
+/// sum += A B through the GEMM's own accumulation (its beta): one pass, no product buffer.
+fn add_product<T: Float>(mm: &MatMul, x: [&Array<T>; 2], sum: &mut Array<T>) -> Option<()> {
+    let a = MatMul::operand(x[0].data(), x[0].dims(), mm.transpose_a);
+    let b = MatMul::operand(x[1].data(), x[1].dims(), mm.transpose_b);
+    let c = sum.unique_data_mut()?;
+    (c.len() == a.rows * b.cols && a.cols == b.rows).then(|| gemm_into(c, a, b, true))
 }
 
 impl FloatKernel for MatMul {
@@ -117,6 +125,19 @@ impl Primitive for MatMul {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn adds_into(&self, inputs: &[TensorType]) -> bool {
+        inputs.iter().all(|t| t.dtype.is_float())
+    }
+    fn eval_added(&self, x: &[&Tensor], sum: &mut Tensor) -> Result<(), KernelError> {
+        let done = match (x, sum) {
+            ([Tensor::F32(a), Tensor::F32(b)], Tensor::F32(s)) => add_product(self, [a, b], s),
+            ([Tensor::F64(a), Tensor::F64(b)], Tensor::F64(s)) => add_product(self, [a, b], s),
+            _ => None,
+        };
+        done.ok_or_else(|| {
+            KernelError::Unsupported("matmul adds into an unshared float matrix of its type".into())
+        })
     }
     fn has_rational_eval(&self) -> bool {
         true
