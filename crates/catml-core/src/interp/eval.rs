@@ -156,7 +156,7 @@ pub(super) fn run(
     Ok(results)
 }
 
-/// `run`, with the values held in `env` (left empty, its capacity kept for the next call) and
+/// `run`, with the values held in `env` (left holding none, its length kept for the next call) and
 /// the results written to `results` (replacing what it held).
 pub(super) fn run_into(
     p: &Program,
@@ -168,9 +168,11 @@ pub(super) fn run_into(
     results: &mut Vec<Tensor>,
 ) -> Result<(), EvalError> {
     results.clear();
-    env.clear();
     let done = run_nodes(p, plan, inputs, report, options, env, results);
-    env.clear();
+    // Outputs, values never read, and all values after an error are still held.
+    for slot in env.iter_mut().filter(|s| s.is_some()) {
+        *slot = None;
+    }
     if done.is_err() {
         results.clear();
     }
@@ -199,9 +201,13 @@ fn run_nodes(
     plan.check_budget(p, options.memory_budget)?;
     let last = &plan.last;
     let n_in = p.n_inputs();
-    env.reserve(p.n_vars());
-    env.extend(inputs.iter().cloned().map(Some));
-    env.resize(p.n_vars(), None);
+    if env.len() != p.n_vars() {
+        env.clear();
+        env.resize(p.n_vars(), None);
+    }
+    for (slot, input) in env.iter_mut().zip(inputs) {
+        *slot = Some(input.clone());
+    }
     // One operand list serves every node, so that handing operands over allocates nothing.
     let mut args = Operands::new();
     for (i, node) in p.nodes().iter().enumerate() {

@@ -171,8 +171,13 @@ impl Executable {
     fn pooled<R>(&self, f: impl FnOnce(&mut Vec<Option<Tensor>>) -> R) -> R {
         let mut reuse = match self.reuse.try_lock() {
             Ok(reuse) => reuse,
-            // A call that panicked left the pool whole (`activate` restores it on unwind).
-            Err(TryLockError::Poisoned(held)) => held.into_inner(),
+            // A call that panicked left the pool whole (`activate` restores it on unwind), and
+            // perhaps values in the list, which go.
+            Err(TryLockError::Poisoned(held)) => {
+                let mut reuse = held.into_inner();
+                reuse.env.clear();
+                reuse
+            }
             Err(TryLockError::WouldBlock) => return f(&mut Vec::new()),
         };
         let Reuse { pool, env } = &mut *reuse;
