@@ -1,6 +1,8 @@
 //! Kernels, generic over the element type where the operation is a ring or index operation, so
 //! f32, f64, i64 and exact rationals share one implementation; GEMM goes to the `gemm` crate.
 
+use std::mem::MaybeUninit;
+
 use super::alloc::{self, AllocError};
 use super::shape::{row_major, Strides};
 use super::{Array, Element, Float, Shape};
@@ -141,23 +143,77 @@ fn for_each_row(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut(us
     }
 }
 
+/// Row offsets under strides `sa` of `count` consecutive rows (all but the innermost
+/// dimension of `dims`) from row `first` on, in row-major order.
+fn for_rows(dims: &[usize], sa: &[usize], first: usize, count: usize, mut f: impl FnMut(usize)) {
+    if count == 0 {
+        return;
+    }
+    let outer = dims.len() - 1;
+    let mut idx: Strides = smallvec::smallvec![0; outer];
+    let (mut o, mut r) = (0usize, first);
+    for d in (0..outer).rev() {
+        idx[d] = r % dims[d];
+        r /= dims[d];
+        o += idx[d] * sa[d];
+    }
+    for _ in 0..count {
+        f(o);
+        // Odometer step; past the last row it wraps, unread.
+        for d in (0..outer).rev() {
+            idx[d] += 1;
+            o += sa[d];
+            if idx[d] < dims[d] {
+                break;
+            }
+            o -= sa[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
 /// Copies `src` into a new array of shape `dims`, reading element `sum_i idx_i * strides[i]`
-/// (a stride of 0 repeats: broadcasting; permuted strides transpose).
+/// (a stride of 0 repeats: broadcasting; permuted strides transpose). Large results are copied
+/// in pieces of whole rows, one per thread.
 pub fn strided_copy<T: Element>(
     src: &[T],
     dims: &[usize],
     strides: &[usize],
 ) -> Result<Vec<T>, AllocError> {
+    use rayon::prelude::*;
     let n: usize = dims.iter().product();
     let mut out = alloc::with_capacity(n)?;
     let unit = row_major(dims);
     let (d, s, _) = coalesce(dims, strides, &unit);
     let (inner, step) = (d[d.len() - 1], s[s.len() - 1]);
-    for_each_row(&d, &s, &s, |o, _| match step {
-        1 => out.extend_from_slice(&src[o..o + inner]),
-        0 => out.extend(std::iter::repeat_n(src[o].clone(), inner)),
-        _ => out.extend((0..inner).map(|i| src[o + i * step].clone())),
-    });
+    // Rows from `first` on into `piece`, which they fill.
+    let copy = |piece: &mut [MaybeUninit<T>], first: usize| {
+        let count = piece.len() / inner.max(1);
+        let mut rows = piece.chunks_exact_mut(inner.max(1));
+        for_rows(&d, &s, first, count, |o| {
+            let row = rows.next().expect("one row of the piece per offset");
+            match step {
+                1 => row.iter_mut().zip(&src[o..o + inner]).for_each(|(x, v)| {
+                    x.write(v.clone());
+                }),
+                _ => row.iter_mut().enumerate().for_each(|(i, x)| {
+                    x.write(src[o + i * step].clone());
+                }),
+            }
+        });
+    };
+    let spare = &mut out.spare_capacity_mut()[..n];
+    if n < PARALLEL_ELEMENTWISE_MIN || rayon::current_num_threads() < 2 {
+        copy(spare, 0);
+    } else {
+        let rows = (n / inner).div_ceil(rayon::current_num_threads());
+        spare
+            .par_chunks_mut(rows * inner)
+            .enumerate()
+            .for_each(|(i, piece)| copy(piece, i * rows));
+    }
+    // SAFETY: the pieces cover all n elements and every row of each is written above.
+    unsafe { out.set_len(n) };
     Ok(out)
 }
 
@@ -640,6 +696,38 @@ mod tests {
         let t = permute(&a, &[1, 0]).unwrap();
         assert_eq!(t.dims(), &[3, 2]);
         assert_eq!(t.data(), &[1., 4., 2., 5., 3., 6.]);
+    }
+
+    #[test]
+    fn large_copies_in_pieces_match_element_loops() {
+        // Past the parallel threshold, with row counts that do not divide evenly.
+        let dims = [3, 129, 5, 32];
+        let n: usize = dims.iter().product();
+        let a = Array::new(dims.to_vec(), (0..n).map(|x| x as f64).collect()).unwrap();
+        let p = permute(&a, &[0, 2, 1, 3]).unwrap();
+        for (i, v) in p.data().iter().enumerate() {
+            let (b, h, t, j) = (i / (5 * 129 * 32), i / (129 * 32) % 5, i / 32 % 129, i % 32);
+            assert_eq!(
+                *v,
+                (((b * 129 + t) * 5 + h) * 32 + j) as f64,
+                "permute, element {i}"
+            );
+        }
+        let row = arr(
+            &[3, 1, 1, 7],
+            &[
+                1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
+                16.0, 17.0, 18.0, 19.0, 20.0, 21.0,
+            ],
+        );
+        let wide = broadcast(&row, &Shape::new(vec![3, 65, 29, 7]), &[0, 1, 2, 3]).unwrap();
+        for (i, v) in wide.data().iter().enumerate() {
+            assert_eq!(
+                *v,
+                row.data()[i / (65 * 29 * 7) * 7 + i % 7],
+                "broadcast, element {i}"
+            );
+        }
     }
 
     #[test]
