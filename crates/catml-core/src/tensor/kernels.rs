@@ -174,7 +174,7 @@ fn for_rows(dims: &[usize], sa: &[usize], first: usize, count: usize, mut f: imp
 
 /// Copies `src` into a new array of shape `dims`, reading element `sum_i idx_i * strides[i]`
 /// (a stride of 0 repeats: broadcasting; permuted strides transpose). Large results are copied
-/// in pieces of whole rows, one per thread.
+/// in pieces, one per thread.
 pub fn strided_copy<T: Element>(
     src: &[T],
     dims: &[usize],
@@ -183,36 +183,46 @@ pub fn strided_copy<T: Element>(
     use rayon::prelude::*;
     let n: usize = dims.iter().product();
     let mut out = alloc::with_capacity(n)?;
+    if n == 0 {
+        return Ok(out);
+    }
     let unit = row_major(dims);
     let (d, s, _) = coalesce(dims, strides, &unit);
     let (inner, step) = (d[d.len() - 1], s[s.len() - 1]);
-    // Rows from `first` on into `piece`, which they fill.
+    // Elements from `first` on into `piece`, which they fill; a piece may start and end
+    // inside a row.
     let copy = |piece: &mut [MaybeUninit<T>], first: usize| {
-        let count = piece.len() / inner.max(1);
-        let mut rows = piece.chunks_exact_mut(inner.max(1));
-        for_rows(&d, &s, first, count, |o| {
-            let row = rows.next().expect("one row of the piece per offset");
+        let (mut at, mut col) = (0, first % inner);
+        let rows = (col + piece.len()).div_ceil(inner);
+        for_rows(&d, &s, first / inner, rows, |o| {
+            let len = (inner - col).min(piece.len() - at);
+            let run = &mut piece[at..at + len];
+            let o = o + col * step;
             match step {
-                1 => row.iter_mut().zip(&src[o..o + inner]).for_each(|(x, v)| {
+                0 => run.iter_mut().for_each(|x| {
+                    x.write(src[o].clone());
+                }),
+                1 => run.iter_mut().zip(&src[o..o + len]).for_each(|(x, v)| {
                     x.write(v.clone());
                 }),
-                _ => row.iter_mut().enumerate().for_each(|(i, x)| {
+                _ => run.iter_mut().enumerate().for_each(|(i, x)| {
                     x.write(src[o + i * step].clone());
                 }),
             }
+            (at, col) = (at + len, 0);
         });
     };
     let spare = &mut out.spare_capacity_mut()[..n];
     if n < PARALLEL_ELEMENTWISE_MIN || rayon::current_num_threads() < 2 {
         copy(spare, 0);
     } else {
-        let rows = (n / inner).div_ceil(rayon::current_num_threads());
+        let piece = n.div_ceil(rayon::current_num_threads());
         spare
-            .par_chunks_mut(rows * inner)
+            .par_chunks_mut(piece)
             .enumerate()
-            .for_each(|(i, piece)| copy(piece, i * rows));
+            .for_each(|(i, p)| copy(p, i * piece));
     }
-    // SAFETY: the pieces cover all n elements and every row of each is written above.
+    // SAFETY: the pieces cover all n elements and every element of each is written above.
     unsafe { out.set_len(n) };
     Ok(out)
 }
@@ -700,11 +710,15 @@ mod tests {
 
     #[test]
     fn large_copies_in_pieces_match_element_loops() {
-        // Past the parallel threshold, with row counts that do not divide evenly.
+        // Past the parallel threshold, cut into three pieces that start and end inside rows.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
         let dims = [3, 129, 5, 32];
         let n: usize = dims.iter().product();
         let a = Array::new(dims.to_vec(), (0..n).map(|x| x as f64).collect()).unwrap();
-        let p = permute(&a, &[0, 2, 1, 3]).unwrap();
+        let p = pool.install(|| permute(&a, &[0, 2, 1, 3])).unwrap();
         for (i, v) in p.data().iter().enumerate() {
             let (b, h, t, j) = (i / (5 * 129 * 32), i / (129 * 32) % 5, i / 32 % 129, i % 32);
             assert_eq!(
@@ -715,12 +729,12 @@ mod tests {
         }
         let row = arr(
             &[3, 1, 1, 7],
-            &[
-                1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0,
-                16.0, 17.0, 18.0, 19.0, 20.0, 21.0,
-            ],
+            &(1..=21).map(|x| x as f64).collect::<Vec<_>>(),
         );
-        let wide = broadcast(&row, &Shape::new(vec![3, 65, 29, 7]), &[0, 1, 2, 3]).unwrap();
+        let shape = Shape::new(vec![3, 65, 29, 7]);
+        let wide = pool
+            .install(|| broadcast(&row, &shape, &[0, 1, 2, 3]))
+            .unwrap();
         for (i, v) in wide.data().iter().enumerate() {
             assert_eq!(
                 *v,
@@ -728,6 +742,10 @@ mod tests {
                 "broadcast, element {i}"
             );
         }
+        let one = arr(&[], &[2.5]);
+        let filled = pool.install(|| broadcast(&one, &shape, &[])).unwrap();
+        assert!(filled.data().iter().all(|&v| v == 2.5));
+        assert_eq!(filled.len(), shape.numel());
     }
 
     #[test]
