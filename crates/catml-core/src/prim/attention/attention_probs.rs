@@ -1,8 +1,8 @@
 //! attention_probs {"causal", "key_lengths"}: the attention weights of every head,
 //! Q (B, H, Tq, d), K (B, H, Tk, d) -> P = masked_softmax(d^{-1/2} Q K^T) (B, H, Tq, Tk).
 //!
-//! The kernel computes each (batch, head) slice's scores in a scratch buffer and normalises
-//! them straight into the result, so the scores never exist as a tensor. With c = d^{-1/2} and
+//! The kernel writes each (batch, head) slice's scores into that slice of the result and
+//! normalises them there, so the scores never exist as a tensor of their own. With c = d^{-1/2} and
 //! R = Q K^T, the derivative of P is v -> c P (v - <P, v>) (one softmax_pullback at the output):
 //! - tangent: dP = c P (dR - <P, dR>) for dR = dQ K^T + Q dK^T;
 //! - cotangent: R̄ = c P (P̄ - <P, P̄>), Q̄ = R̄ K, K̄ = R̄^T Q.
