@@ -1,6 +1,8 @@
 //! Kernels, generic over the element type where the operation is a ring or index operation, so
 //! f32, f64, i64 and exact rationals share one implementation; GEMM goes to the `gemm` crate.
 
+use std::mem::MaybeUninit;
+
 use super::alloc::{self, AllocError};
 use super::shape::{row_major, Strides};
 use super::{Array, Element, Float, Shape};
@@ -141,23 +143,87 @@ fn for_each_row(dims: &[usize], sa: &[usize], sb: &[usize], mut f: impl FnMut(us
     }
 }
 
+/// Row offsets under strides `sa` of `count` consecutive rows (all but the innermost
+/// dimension of `dims`) from row `first` on, in row-major order.
+fn for_rows(dims: &[usize], sa: &[usize], first: usize, count: usize, mut f: impl FnMut(usize)) {
+    if count == 0 {
+        return;
+    }
+    let outer = dims.len() - 1;
+    let mut idx: Strides = smallvec::smallvec![0; outer];
+    let (mut o, mut r) = (0usize, first);
+    for d in (0..outer).rev() {
+        idx[d] = r % dims[d];
+        r /= dims[d];
+        o += idx[d] * sa[d];
+    }
+    for _ in 0..count {
+        f(o);
+        // Odometer step; past the last row it wraps, unread.
+        for d in (0..outer).rev() {
+            idx[d] += 1;
+            o += sa[d];
+            if idx[d] < dims[d] {
+                break;
+            }
+            o -= sa[d] * dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
 /// Copies `src` into a new array of shape `dims`, reading element `sum_i idx_i * strides[i]`
-/// (a stride of 0 repeats: broadcasting; permuted strides transpose).
+/// (a stride of 0 repeats: broadcasting; permuted strides transpose). Large results are copied
+/// in pieces, one per thread.
 pub fn strided_copy<T: Element>(
     src: &[T],
     dims: &[usize],
     strides: &[usize],
 ) -> Result<Vec<T>, AllocError> {
+    use rayon::prelude::*;
     let n: usize = dims.iter().product();
     let mut out = alloc::with_capacity(n)?;
+    if n == 0 {
+        return Ok(out);
+    }
     let unit = row_major(dims);
     let (d, s, _) = coalesce(dims, strides, &unit);
     let (inner, step) = (d[d.len() - 1], s[s.len() - 1]);
-    for_each_row(&d, &s, &s, |o, _| match step {
-        1 => out.extend_from_slice(&src[o..o + inner]),
-        0 => out.extend(std::iter::repeat_n(src[o].clone(), inner)),
-        _ => out.extend((0..inner).map(|i| src[o + i * step].clone())),
-    });
+    // Elements from `first` on into `piece`, which they fill; a piece may start and end
+    // inside a row.
+    let copy = |piece: &mut [MaybeUninit<T>], first: usize| {
+        let (mut at, mut col) = (0, first % inner);
+        let rows = (col + piece.len()).div_ceil(inner);
+        for_rows(&d, &s, first / inner, rows, |o| {
+            let len = (inner - col).min(piece.len() - at);
+            let run = &mut piece[at..at + len];
+            let o = o + col * step;
+            match step {
+                0 => run.iter_mut().for_each(|x| {
+                    x.write(src[o].clone());
+                }),
+                1 => run.iter_mut().zip(&src[o..o + len]).for_each(|(x, v)| {
+                    x.write(v.clone());
+                }),
+                _ => run.iter_mut().enumerate().for_each(|(i, x)| {
+                    x.write(src[o + i * step].clone());
+                }),
+            }
+            (at, col) = (at + len, 0);
+        });
+    };
+    let spare = &mut out.spare_capacity_mut()[..n];
+    if n < PARALLEL_ELEMENTWISE_MIN || rayon::current_num_threads() < 2 {
+        copy(spare, 0);
+    } else {
+        let piece = n.div_ceil(rayon::current_num_threads());
+        spare
+            .par_chunks_mut(piece)
+            .enumerate()
+            .for_each(|(i, p)| copy(p, i * piece));
+    }
+    // SAFETY: the pieces cover all n elements and every element of each is written above.
+    unsafe { out.set_len(n) };
     Ok(out)
 }
 
@@ -408,6 +474,79 @@ pub fn gemm_into_serial<T: Float>(
     unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, false) }
 }
 
+/// `count` products C_i = A_i B_i of equal shape (m, n), stacked in a new buffer and then
+/// handed to `then(i, C_i)`; the products run one per task over the thread pool when there is
+/// enough work, each on one thread. The buffer is written by the products, never zeroed first.
+pub fn gemm_batched<'a, T: Float>(
+    count: usize,
+    (m, n): (usize, usize),
+    operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
+    then: impl Fn(usize, &mut [T]) + Sync,
+) -> Result<Vec<T>, AllocError> {
+    use rayon::prelude::*;
+    let block = m * n;
+    let mut out: Vec<T> = alloc::with_capacity(count * block)?;
+    let c = SendPtr(out.as_mut_ptr());
+    let product = |i: usize, parallel: bool| {
+        let (a, b) = operands(i);
+        debug_assert_eq!((a.rows, b.cols), (m, n));
+        // SAFETY: block i lies inside the buffer's capacity and no other product writes it;
+        // without `accumulate` every element is written before `then` reads it.
+        unsafe {
+            let ci = c.get().add(i * block);
+            gemm_raw(ci, a, b, false, parallel);
+            then(i, std::slice::from_raw_parts_mut(ci, block));
+        }
+    };
+    let k = if count > 0 { operands(0).0.cols } else { 0 };
+    if count > 1 && count * block * k >= PARALLEL_GEMM_MIN {
+        (0..count).into_par_iter().for_each(|i| product(i, false));
+    } else {
+        (0..count).for_each(|i| product(i, block * k >= PARALLEL_GEMM_MIN));
+    }
+    // SAFETY: every block was written above.
+    unsafe { out.set_len(count * block) };
+    Ok(out)
+}
+
+/// A pointer handed to the tasks of one product, each writing its own part.
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so that closures capture the whole wrapper).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+// SAFETY: the tasks sharing one write disjoint parts of the buffer it points into.
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+
+/// A matrix by its first element and strides, for the `gemm` crate.
+#[derive(Clone, Copy)]
+struct Strided<T> {
+    ptr: *const T,
+    rs: isize,
+    cs: isize,
+}
+
+// SAFETY: read only, by tasks of one product while the operands are borrowed.
+unsafe impl<T> Send for Strided<T> {}
+unsafe impl<T> Sync for Strided<T> {}
+
+/// How many threads share one product: the larger of m and n is cut into pieces of at least
+/// `PARALLEL_GEMM_MIN_DIM`, one per thread, each a product of its own on one thread. Cutting
+/// C beats the crate's own threads on thin products (1024 x 128 x 128 and the 128 x 1024 x 128
+/// of a weight gradient), whose few blocks leave a thread waiting.
+fn pieces(m: usize, k: usize, n: usize) -> usize {
+    if m.min(n).min(k) < PARALLEL_GEMM_MIN_DIM {
+        return 1;
+    }
+    rayon::current_num_threads().min(m.max(n) / PARALLEL_GEMM_MIN_DIM)
+}
+
 /// # Safety
 /// `c` points to m * n writable elements, initialised if `accumulate`.
 unsafe fn gemm_raw<T: Float>(
@@ -417,10 +556,9 @@ unsafe fn gemm_raw<T: Float>(
     accumulate: bool,
     parallel: bool,
 ) {
+    use rayon::prelude::*;
     let (m, k, n) = (a.rows, a.cols, b.cols);
     debug_assert_eq!(b.rows, k);
-    let (ars, acs) = a.strides();
-    let (brs, bcs) = b.strides();
     if m * n * k <= DIRECT_GEMM_MAX {
         for i in 0..m {
             for j in 0..n {
@@ -434,34 +572,85 @@ unsafe fn gemm_raw<T: Float>(
         }
         return;
     }
-    let parallelism = if parallel && m.min(n).min(k) >= PARALLEL_GEMM_MIN_DIM {
-        gemm::Parallelism::Rayon(0)
-    } else {
-        gemm::Parallelism::None
+    let (ars, acs) = a.strides();
+    let (brs, bcs) = b.strides();
+    let sa = Strided {
+        ptr: a.data.as_ptr(),
+        rs: ars,
+        cs: acs,
     };
-    // SAFETY: the pointers and strides describe buffers of the checked sizes: A is (m, k),
-    // B is (k, n) and C is (m, n), each inside its slice. Without `accumulate` the crate
-    // writes C without reading it.
+    let sb = Strided {
+        ptr: b.data.as_ptr(),
+        rs: brs,
+        cs: bcs,
+    };
+    let parts = if parallel { pieces(m, k, n) } else { 1 };
+    if parts < 2 {
+        gemm_block(c, n, sa, sb, (m, k, n), accumulate);
+        return;
+    }
+    // Rows of A and C when m >= n, else columns of B and C: piece p starts at `at` and
+    // spans `len`; C keeps its row stride n.
+    let along_m = m >= n;
+    let whole = if along_m { m } else { n };
+    let step = whole.div_ceil(parts);
+    let c = SendPtr(c);
+    (0..whole.div_ceil(step)).into_par_iter().for_each(|p| {
+        let (at, len) = (p * step, step.min(whole - p * step));
+        // SAFETY: each piece reads inside A and B and writes its own rows or columns of C.
+        unsafe {
+            if along_m {
+                let ap = Strided {
+                    ptr: sa.ptr.offset(at as isize * sa.rs),
+                    ..sa
+                };
+                gemm_block(c.get().add(at * n), n, ap, sb, (len, k, n), accumulate);
+            } else {
+                let bp = Strided {
+                    ptr: sb.ptr.offset(at as isize * sb.cs),
+                    ..sb
+                };
+                gemm_block(c.get().add(at), n, sa, bp, (m, k, len), accumulate);
+            }
+        }
+    });
+}
+
+/// One product on the calling thread, C of row stride `ldc`.
+///
+/// # Safety
+/// The views describe (m, k) and (k, n) matrices inside live buffers and `c` (m, n) writable
+/// elements at row stride `ldc`, initialised if `accumulate`.
+unsafe fn gemm_block<T: Float>(
+    c: *mut T,
+    ldc: usize,
+    a: Strided<T>,
+    b: Strided<T>,
+    (m, k, n): (usize, usize, usize),
+    accumulate: bool,
+) {
+    // SAFETY: as the caller promises. Without `accumulate` the crate writes C without reading
+    // it.
     gemm::gemm(
         m,
         n,
         k,
         c,
         1,
-        n as isize,
+        ldc as isize,
         accumulate,
-        a.data.as_ptr(),
-        acs,
-        ars,
-        b.data.as_ptr(),
-        bcs,
-        brs,
+        a.ptr,
+        a.cs,
+        a.rs,
+        b.ptr,
+        b.cs,
+        b.rs,
         T::one(),
         T::one(),
         false,
         false,
         false,
-        parallelism,
+        gemm::Parallelism::None,
     );
 }
 
@@ -517,6 +706,46 @@ mod tests {
         let t = permute(&a, &[1, 0]).unwrap();
         assert_eq!(t.dims(), &[3, 2]);
         assert_eq!(t.data(), &[1., 4., 2., 5., 3., 6.]);
+    }
+
+    #[test]
+    fn large_copies_in_pieces_match_element_loops() {
+        // Past the parallel threshold, cut into three pieces that start and end inside rows.
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let dims = [3, 129, 5, 32];
+        let n: usize = dims.iter().product();
+        let a = Array::new(dims.to_vec(), (0..n).map(|x| x as f64).collect()).unwrap();
+        let p = pool.install(|| permute(&a, &[0, 2, 1, 3])).unwrap();
+        for (i, v) in p.data().iter().enumerate() {
+            let (b, h, t, j) = (i / (5 * 129 * 32), i / (129 * 32) % 5, i / 32 % 129, i % 32);
+            assert_eq!(
+                *v,
+                (((b * 129 + t) * 5 + h) * 32 + j) as f64,
+                "permute, element {i}"
+            );
+        }
+        let row = arr(
+            &[3, 1, 1, 7],
+            &(1..=21).map(|x| x as f64).collect::<Vec<_>>(),
+        );
+        let shape = Shape::new(vec![3, 65, 29, 7]);
+        let wide = pool
+            .install(|| broadcast(&row, &shape, &[0, 1, 2, 3]))
+            .unwrap();
+        for (i, v) in wide.data().iter().enumerate() {
+            assert_eq!(
+                *v,
+                row.data()[i / (65 * 29 * 7) * 7 + i % 7],
+                "broadcast, element {i}"
+            );
+        }
+        let one = arr(&[], &[2.5]);
+        let filled = pool.install(|| broadcast(&one, &shape, &[])).unwrap();
+        assert!(filled.data().iter().all(|&v| v == 2.5));
+        assert_eq!(filled.len(), shape.numel());
     }
 
     #[test]
@@ -598,6 +827,69 @@ mod tests {
             concat(&[&a, &b], 1).unwrap().data(),
             &[1., 3., 4., 2., 5., 6.]
         );
+    }
+
+    /// Integer-valued operands: every partial sum is exact, so any order of accumulation
+    /// (pieces, blocks, threads) gives the generic loop's bits.
+    fn whole_numbers(len: usize, modulus: usize) -> Vec<f64> {
+        (0..len).map(|x| (x % modulus) as f64 - 2.0).collect()
+    }
+
+    #[test]
+    fn products_cut_across_threads_match_the_generic_loop() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        // Cut along m (300 rows) and along n (300 columns), in uneven pieces.
+        for (m, k, n) in [(300, 40, 64), (40, 64, 300)] {
+            let (a, b) = (whole_numbers(m * k, 7), whole_numbers(k * n, 5));
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let ma = if ta {
+                    MatRef::transpose_of(&a[..], k, m)
+                } else {
+                    MatRef::new(&a[..], m, k)
+                };
+                let mb = if tb {
+                    MatRef::transpose_of(&b[..], n, k)
+                } else {
+                    MatRef::new(&b[..], k, n)
+                };
+                let want = matmul_generic(ma, mb).unwrap();
+                pool.install(|| {
+                    assert_eq!(pieces(m, k, n), 3);
+                    let mut c = vec![1.0; m * n];
+                    gemm_into(&mut c, ma, mb, true);
+                    assert!(c.iter().zip(&want).all(|(c, w)| *c == w + 1.0));
+                    assert_eq!(gemm(ma, mb).unwrap(), want);
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn batched_products_match_each_slice_and_hand_over_their_own_block() {
+        let (m, k, n) = (64, 40, 48);
+        for count in [1, 5] {
+            let (a, b) = (
+                whole_numbers(count * m * k, 9),
+                whole_numbers(count * k * n, 4),
+            );
+            let slice = |i: usize| {
+                (
+                    MatRef::new(&a[i * m * k..(i + 1) * m * k], m, k),
+                    MatRef::transpose_of(&b[i * k * n..(i + 1) * k * n], n, k),
+                )
+            };
+            let shifted = |i: usize, c: &mut [f64]| c.iter_mut().for_each(|v| *v += i as f64);
+            let got = gemm_batched(count, (m, n), slice, shifted).unwrap();
+            for i in 0..count {
+                let (x, y) = slice(i);
+                let mut want = matmul_generic(x, y).unwrap();
+                shifted(i, &mut want);
+                assert_eq!(&got[i * m * n..(i + 1) * m * n], &want[..], "slice {i}");
+            }
+        }
     }
 
     #[test]

@@ -1,11 +1,13 @@
 //! The attention workload shared by `benches/attention.rs` and `examples/attention_timings.rs`:
 //! one self-attention block (batch 8, sequence 128, width 128, 4 heads, no mask) with affine
 //! projections; `forward` evaluates it, `value_and_grad` evaluates the reverse program of the
-//! sum of its output (the value and the gradient with respect to every input).
+//! sum of its output (the value and the gradient with respect to every input). Both programs are
+//! compiled once into an `Executable`, as a caller evaluating them many times would (the
+//! tracing API's `value_and_grad` does the same).
 
 use catml::ad::vjp;
-use catml::interp::eval;
-use catml::ir::{Builder, InputKind, Program};
+use catml::interp::{EvalOptions, Executable};
+use catml::ir::{Builder, InputKind};
 use catml::prim::attention::{multi_head_attention, AttentionSpec, AttentionWeights};
 use catml::prim::{AttentionMask, Ops};
 use catml::tensor::{DType, Tensor, TensorType};
@@ -17,11 +19,11 @@ pub const WIDTH: usize = 128;
 pub const HEADS: usize = 4;
 
 pub struct Workload {
-    pub forward: Program,
-    pub backward: Program,
     pub inputs: Vec<Tensor>,
     /// The inputs followed by the seed 1 of the scalar loss.
     pub backward_inputs: Vec<Tensor>,
+    /// The block and the reverse program of the sum of its output, compiled.
+    pub compiled: [Executable; 2],
 }
 
 impl Workload {
@@ -78,19 +80,23 @@ impl Workload {
         let backward = vjp(&lb.finish(&[l]).unwrap()).unwrap().program;
         let mut backward_inputs = inputs.clone();
         backward_inputs.push(Tensor::scalar(dtype, 1.0));
+        let compiled = [forward, backward].map(|p| Executable::new(p).expect("plans"));
         Workload {
-            forward,
-            backward,
+            compiled,
             inputs,
             backward_inputs,
         }
     }
 
     pub fn forward(&self) -> Vec<Tensor> {
-        eval(&self.forward, &self.inputs).unwrap()
+        self.compiled[0]
+            .run(&self.inputs, EvalOptions::default())
+            .unwrap()
     }
 
     pub fn value_and_grad(&self) -> Vec<Tensor> {
-        eval(&self.backward, &self.backward_inputs).unwrap()
+        self.compiled[1]
+            .run(&self.backward_inputs, EvalOptions::default())
+            .unwrap()
     }
 }

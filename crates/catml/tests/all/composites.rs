@@ -300,6 +300,39 @@ fn attention_probs_match_their_lowering_with_heads_and_masks() {
     }
 }
 
+#[test]
+fn attention_probs_in_f32_are_the_masked_softmax_of_the_scores_bit_for_bit() {
+    // Large enough that the slices run on the thread pool; the kernel normalises each slice's
+    // scores where the GEMM wrote them, batch_matmul then masked_softmax reads them back.
+    let (batch, heads, t, d) = (2, 3, 64, 32);
+    let mut r = rng(1300);
+    for mask in [
+        AttentionMask::none(),
+        AttentionMask::causal().with_key_lengths(vec![64, 17]),
+    ] {
+        let ty = TensorType::new(DType::F32, [batch, heads, t, d]);
+        let mut b = Builder::new();
+        let q = input(&mut b, "q", ty.clone());
+        let k = input(&mut b, "k", ty.clone());
+        let fused = b.attention_probs(q, k, mask.clone()).unwrap();
+        let scores = b.batch_matmul(q, k, false, true).unwrap();
+        let scale = 1.0 / (d as f64).sqrt();
+        let apart = b.masked_softmax(scores, mask, scale).unwrap();
+        let p = b.finish(&[fused, apart]).unwrap();
+        let xs: Vec<Tensor> = (0..2).map(|_| random(&mut r, &ty, 2.0)).collect();
+        let out = catml::interp::eval(&p, &xs).unwrap();
+        let bits = |t: &Tensor| -> Vec<u32> {
+            t.as_f32()
+                .unwrap()
+                .data()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        assert_eq!(bits(&out[0]), bits(&out[1]));
+    }
+}
+
 /// The fixed structure of a random attention block.
 struct Block {
     batch: usize,

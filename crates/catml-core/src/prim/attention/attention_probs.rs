@@ -1,8 +1,8 @@
 //! attention_probs {"causal", "key_lengths"}: the attention weights of every head,
 //! Q (B, H, Tq, d), K (B, H, Tk, d) -> P = masked_softmax(d^{-1/2} Q K^T) (B, H, Tq, Tk).
 //!
-//! The kernel computes each (batch, head) slice's scores in a scratch buffer and normalises
-//! them straight into the result, so the scores never exist as a tensor. With c = d^{-1/2} and
+//! The kernel writes each (batch, head) slice's scores into that slice of the result and
+//! normalises them there, so the scores never exist as a tensor of their own. With c = d^{-1/2} and
 //! R = Q K^T, the derivative of P is v -> c P (v - <P, v>) (one softmax_pullback at the output):
 //! - tangent: dP = c P (dR - <P, dR>) for dR = dQ K^T + Q dK^T;
 //! - cotangent: R̄ = c P (P̄ - <P, P̄>), Q̄ = R̄ K, K̄ = R̄^T Q.
@@ -11,8 +11,6 @@
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use super::attention_mask::AttentionMask;
 use crate::ir::budget;
 use crate::ir::{
@@ -20,9 +18,9 @@ use crate::ir::{
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
-use crate::prim::softmax::masked_softmax::{check_scores, masked_rows};
+use crate::prim::softmax::masked_softmax::{check_scores, masked_rows, masked_rows_in_place};
 use crate::prim::Ops;
-use crate::tensor::kernels::{gemm_into_serial, MatRef};
+use crate::tensor::kernels::{gemm_batched, gemm_into_serial, MatRef};
 use crate::tensor::{Array, Float, Tensor, TensorType};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -40,6 +38,19 @@ pub(crate) fn attention_sizes(q: &[usize], k: &[usize]) -> (usize, usize, usize,
     (q[1], q[2], k[2], q[3])
 }
 
+/// The operands Q_i and K_i^T of slice `i`'s scores.
+fn score_operands<'a, T>(
+    i: usize,
+    q: &'a [T],
+    k: &'a [T],
+    (_, tq, tk, d): (usize, usize, usize, usize),
+) -> (MatRef<'a, T>, MatRef<'a, T>) {
+    (
+        MatRef::new(&q[i * tq * d..(i + 1) * tq * d], tq, d),
+        MatRef::transpose_of(&k[i * tk * d..(i + 1) * tk * d], tk, d),
+    )
+}
+
 /// The weights of slice `i` (batch i / heads) into `p` (tq, tk), using `s` as scratch.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn probs_slice<T: Float>(
@@ -52,14 +63,8 @@ pub(crate) fn probs_slice<T: Float>(
     p: &mut [T],
 ) {
     let (heads, tq, tk, d) = sizes;
-    let qi = &q[i * tq * d..(i + 1) * tq * d];
-    let ki = &k[i * tk * d..(i + 1) * tk * d];
-    gemm_into_serial(
-        s,
-        MatRef::new(qi, tq, d),
-        MatRef::transpose_of(ki, tk, d),
-        false,
-    );
+    let (qi, kt) = score_operands(i, q, k, sizes);
+    gemm_into_serial(s, qi, kt, false);
     masked_rows(mask, i / heads, s, p, tq, tk, T::from_f64(score_scale(d)));
 }
 
@@ -93,13 +98,16 @@ pub(crate) fn check_qk(
 impl FloatKernel for AttentionProbs {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let sizes = attention_sizes(x[0].dims(), x[1].dims());
-        let (_, tq, tk, _) = sizes;
+        let (heads, tq, tk, d) = sizes;
         let (q, k) = (x[0].data(), x[1].data());
-        let mut out = crate::tensor::alloc::filled(x[0].dims()[0] * sizes.0 * tq * tk, T::zero())?;
-        out.par_chunks_mut(tq * tk).enumerate().for_each(|(i, p)| {
-            let mut s = vec![T::zero(); tq * tk];
-            probs_slice(&self.mask, i, q, k, sizes, &mut s, p);
-        });
+        let c = T::from_f64(score_scale(d));
+        // Each slice's scores are written into its block of the result and normalised there.
+        let out = gemm_batched(
+            x[0].dims()[0] * heads,
+            (tq, tk),
+            |i| score_operands(i, q, k, sizes),
+            |i, p| masked_rows_in_place(&self.mask, i / heads, p, tq, tk, c),
+        )?;
         let mut dims = x[0].dims().to_vec();
         dims[3] = tk;
         Ok(Array::new(dims, out).expect("batch * heads * tq * tk elements"))

@@ -6,8 +6,6 @@
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use super::matmul::MatMul;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
@@ -16,11 +14,8 @@ use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::alloc;
-use crate::tensor::kernels::{gemm_into, gemm_into_serial, matmul_generic, MatRef};
+use crate::tensor::kernels::{gemm_batched, matmul_generic, MatRef};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
-
-/// Below this many multiply-adds in all, the slices run on one thread.
-const PARALLEL_MIN: usize = 1 << 18;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BatchMatMul {
@@ -119,25 +114,8 @@ impl BatchMatMul {
 impl FloatKernel for BatchMatMul {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let s = self.sizes(x[0].dims(), x[1].dims());
-        let mut out = alloc::filled(s.batch * s.m * s.n, T::zero())?;
-        let product = |i: usize, c: &mut [T], serial: bool| {
-            let (a, b) = self.slices(&s, x[0].data(), x[1].data(), i);
-            if serial {
-                gemm_into_serial(c, a, b, false);
-            } else {
-                gemm_into(c, a, b, false);
-            }
-        };
-        let work = s.batch * s.m * s.n * s.k;
-        if s.batch > 1 && work >= PARALLEL_MIN {
-            out.par_chunks_mut(s.m * s.n)
-                .enumerate()
-                .for_each(|(i, c)| product(i, c, true));
-        } else {
-            for (i, c) in out.chunks_mut(s.m * s.n).enumerate() {
-                product(i, c, false);
-            }
-        }
+        let slices = |i| self.slices(&s, x[0].data(), x[1].data(), i);
+        let out = gemm_batched(s.batch, (s.m, s.n), slices, |_, _| {})?;
         Ok(Array::new(Self::out_shape(x[0].dims(), &s), out).expect("batch * m * n elements"))
     }
 }

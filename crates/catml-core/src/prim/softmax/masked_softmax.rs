@@ -15,7 +15,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::forward::expand;
-use super::rows::softmax_row_scaled;
+use super::rows::{softmax_row_scaled, softmax_row_scaled_in_place};
 use crate::ir::budget;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
@@ -48,6 +48,22 @@ pub(crate) fn masked_rows<T: Float>(
         let end = mask.end(b, i, tq, tk);
         softmax_row_scaled(&row[..end], &mut out[..end], scale, false);
         out[end..].iter_mut().for_each(|v| *v = T::zero());
+    }
+}
+
+/// [`masked_rows`] of a slice holding its scores, overwritten by its weights.
+pub(crate) fn masked_rows_in_place<T: Float>(
+    mask: &AttentionMask,
+    b: usize,
+    p: &mut [T],
+    tq: usize,
+    tk: usize,
+    scale: T,
+) {
+    for (i, row) in p.chunks_exact_mut(tk).enumerate() {
+        let end = mask.end(b, i, tq, tk);
+        softmax_row_scaled_in_place(&mut row[..end], scale);
+        row[end..].iter_mut().for_each(|v| *v = T::zero());
     }
 }
 

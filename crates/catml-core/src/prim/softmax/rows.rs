@@ -23,6 +23,18 @@ pub(crate) fn softmax_row_scaled<T: Float>(xs: &[T], ys: &mut [T], scale: T, log
     for (y, &x) in ys.iter_mut().zip(xs) {
         *y = x * scale - m;
     }
+    normalise_shifted(ys, log);
+}
+
+/// [`softmax_row_scaled`] of a row overwritten by its softmax, with the same arithmetic.
+pub(crate) fn softmax_row_scaled_in_place<T: Float>(ys: &mut [T], scale: T) {
+    let m = max_of(ys) * scale;
+    ys.iter_mut().for_each(|y| *y = *y * scale - m);
+    normalise_shifted(ys, false);
+}
+
+/// Softmax (or log-softmax) of a row already shifted by its maximum: e^y / sum e^y.
+fn normalise_shifted<T: Float>(ys: &mut [T], log: bool) {
     if log {
         let mut e = ys.to_vec();
         exp_in_place(&mut e);

@@ -7,6 +7,7 @@
 //! - tangent: f(y, dv) + c (dy (v - s) - y sum_axis(dy v));
 //! - cotangent: v̄ = f(y, u) (symmetric in v), ȳ = c (u (v - s) - v sum_axis(u y)).
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -32,12 +33,13 @@ pub struct SoftmaxPullback {
 /// Below this many elements the kernel runs on one thread.
 const PARALLEL_MIN: usize = 1 << 16;
 
-/// One (len, inner) block: out = c y (v - sum over the block's rows of y v).
-fn block<T: Float>(y: &[T], v: &[T], out: &mut [T], inner: usize, c: T) {
+/// One (len, inner) block: out = c y (v - sum over the block's rows of y v), written into
+/// memory not yet initialised (the result is never zeroed first).
+fn block<T: Float>(y: &[T], v: &[T], out: &mut [MaybeUninit<T>], inner: usize, c: T) {
     if inner == 1 {
         let s = dot_of(y, Some(v));
         for ((o, &a), &b) in out.iter_mut().zip(y).zip(v) {
-            *o = c * a * (b - s);
+            o.write(c * a * (b - s));
         }
         return;
     }
@@ -53,7 +55,7 @@ fn block<T: Float>(y: &[T], v: &[T], out: &mut [T], inner: usize, c: T) {
         .zip(out.chunks_exact_mut(inner))
     {
         for i in 0..inner {
-            or[i] = c * yr[i] * (vr[i] - s[i]);
+            or[i].write(c * yr[i] * (vr[i] - s[i]));
         }
     }
 }
@@ -64,16 +66,20 @@ impl FloatKernel for SoftmaxPullback {
         let c = T::from_f64(self.scale);
         let (y, v) = (x[0].data(), x[1].data());
         let n = len * inner;
-        let mut out = crate::tensor::alloc::filled(y.len(), T::zero())?;
+        let mut out: Vec<T> = crate::tensor::alloc::with_capacity(y.len())?;
+        let spare = &mut out.spare_capacity_mut()[..y.len()];
         if y.len() >= PARALLEL_MIN {
-            out.par_chunks_mut(n)
+            spare
+                .par_chunks_mut(n)
                 .zip(y.par_chunks(n).zip(v.par_chunks(n)))
                 .for_each(|(o, (a, b))| block(a, b, o, inner, c));
         } else {
-            for ((o, a), b) in out.chunks_mut(n).zip(y.chunks(n)).zip(v.chunks(n)) {
+            for ((o, a), b) in spare.chunks_mut(n).zip(y.chunks(n)).zip(v.chunks(n)) {
                 block(a, b, o, inner, c);
             }
         }
+        // SAFETY: the blocks cover the first y.len() elements, and `block` writes each one.
+        unsafe { out.set_len(y.len()) };
         Ok(Array::new(x[0].shape().clone(), out).expect("same shape"))
     }
 }
