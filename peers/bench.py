@@ -279,6 +279,19 @@ def gemm_floors(path):
     return floors, peaks
 
 
+def print_peaks(peaks):
+    print("- measured GEMM peak (2048-square, best candidate): "
+          + ", ".join(f"{d} {g:.1f} GFLOP/s" for d, g in sorted(peaks.items())))
+
+
+def rate_cells(flops, seconds, peak):
+    """The GFLOP/s and "of peak" cells of a row doing `flops` in `seconds`; "–" where a figure is
+    missing (no flops, no time, or no measured peak)."""
+    gflops = flops / seconds / 1e9 if flops and seconds else None
+    return (f"{gflops:.1f}" if gflops else "–",
+            f"{gflops / peak:.0%}" if gflops and peak else "–")
+
+
 def report(machine, peers, catml, catml_error, only, gemm=None):
     print("# CatML vs peers")
     print()
@@ -295,8 +308,7 @@ def report(machine, peers, catml, catml_error, only, gemm=None):
 
     floors, peaks = gemm_floors(gemm) if gemm else ({}, {})
     if peaks:
-        print("- measured GEMM peak (2048-square, best candidate): "
-              + ", ".join(f"{d} {g:.1f} GFLOP/s" for d, g in sorted(peaks.items())))
+        print_peaks(peaks)
         print("- floor: the row's own matrix products at the best candidate's time; "
               "CatML/floor 1.00 means nothing but the products")
         print()
@@ -316,15 +328,12 @@ def report(machine, peers, catml, catml_error, only, gemm=None):
     for k, t in rows.items():
         workload, size, dtype, mode = k
         c, j, n = t.get("catml"), t.get("jax_jit"), t.get("numpy")
-        gflops = flops.get(k) / c / 1e9 if c and flops.get(k) else None
-        peak = peaks.get(dtype)
+        gflops, of_peak = rate_cells(flops.get(k), c, peaks.get(dtype))
         # The GEMM products are those of the large sizes; the 2x3 rows have no floor.
         floor = floors.get((workload, dtype, mode)) if size != "2x3" else None
         print(f"| {workload} | {size} | {dtype} | {mode} | {fmt_time(c)} | {fmt_time(j)} "
               f"| {fmt_time(n)} | {fmt_ratio(j, c)} | {fmt_ratio(n, c)} "
-              f"| {f'{gflops:.1f}' if gflops else '–'} "
-              f"| {f'{gflops / peak:.0%}' if gflops and peak else '–'} "
-              f"| {fmt_time(floor)} | {fmt_ratio(c, floor)} |")
+              f"| {gflops} | {of_peak} | {fmt_time(floor)} | {fmt_ratio(c, floor)} |")
 
 
 def main():

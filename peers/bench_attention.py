@@ -1,6 +1,7 @@
 """Time one multi-head attention block in JAX (jit) and NumPy, and compare with CatML.
 
-Usage: peers/run.sh bench_attention [--quick] [--json FILE]
+Usage: peers/run.sh bench_attention [--quick] [--json FILE] [--rounds N] [--numpy-threads N]
+                                    [--gemm FILE]
 
 Workload (f32): self-attention with affine projections, batch 8, sequence 128,
 width 128, 4 heads, no mask; weights in (out, in) layout as CatML's `linear`:
@@ -11,7 +12,10 @@ Modes: `forward`, and `value_and_grad` of L = sum(out) with respect to every
 input. NumPy's backward pass is written by hand and checked against JAX before
 timing. CatML's numbers come from
 `cargo run --release -q -p catml --example attention_timings`
-(override with CATML_TIMINGS_CMD), which prints JSON lines.
+(override with CATML_TIMINGS_CMD), which prints JSON lines. The table is bench.py's: CatML's
+GFLOP/s (the cost interpreter's flops of the program timed over CatML's time) and, with
+`--gemm FILE` (the JSON lines of `peers/run.sh gemm --json FILE`), its fraction of the machine's
+measured GEMM peak; the GEMM file has no attention products, so the floor columns stay empty.
 """
 
 import argparse
@@ -178,6 +182,8 @@ def main():
     p.add_argument("--numpy-threads", type=int, metavar="N",
                    help="limit NumPy's BLAS to N threads (default: its own choice); on a "
                         "busy machine OpenBLAS's spinning threads can slow it many times over")
+    p.add_argument("--gemm", metavar="FILE",
+                   help="JSON lines of `peers/run.sh gemm --json`: adds CatML's fraction of peak")
     args = p.parse_args()
     budget, samples = (0.3, 5) if args.quick else (1.5, 15)
 
@@ -197,7 +203,7 @@ def main():
         if catml_error:
             print(f"CatML timings unavailable: {catml_error}", file=sys.stderr)
     peers, catml = median_over_rounds(rounds_peers), median_over_rounds(rounds_catml)
-    bench.report(machine, peers, catml, catml_error, "attention")
+    bench.report(machine, peers, catml, catml_error, "attention", args.gemm)
     if args.rounds > 1:
         print()
         print(f"Each figure is the median over {args.rounds} alternating rounds; per round:")

@@ -1,6 +1,6 @@
 """Time conv2d in JAX (jit) and NumPy (im2col), and compare with CatML.
 
-Usage: peers/run.sh bench_conv [--quick] [--json FILE]
+Usage: peers/run.sh bench_conv [--quick] [--json FILE] [--gemm FILE]
 
 Workload: x (32, 3, 32, 32), w (16, 3, 3, 3), b (16,), f32, stride 1, padding 1,
 y = conv2d(x, w) + b (NCHW / OIHW). Modes:
@@ -8,7 +8,10 @@ y = conv2d(x, w) + b (NCHW / OIHW). Modes:
   value_and_grad  L = sum(y) and its gradient with respect to x, w and b
 
 CatML's numbers come from `cargo run --release -q -p catml --example conv_timings`
-(override with CATML_CONV_TIMINGS_CMD), which prints JSON lines.
+(override with CATML_CONV_TIMINGS_CMD), which prints JSON lines. The wall-time table gives
+CatML's GFLOP/s (the cost interpreter's flops of the program timed over CatML's time) and, with
+`--gemm FILE` (the JSON lines of `peers/run.sh gemm --json FILE`), its fraction of the machine's
+measured GEMM peak.
 """
 
 import argparse
@@ -28,7 +31,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
-from bench import check_same, fmt_ratio, fmt_time, measure, normal  # noqa: E402
+from bench import (check_same, fmt_ratio, fmt_time, gemm_floors, measure, normal,  # noqa: E402
+                   print_peaks, rate_cells)
 
 WORKLOAD, SIZE, DTYPE = "conv2d", "32x3x32x32/16x3x3", "f32"
 N, C, H, W, O, K, PAD = 32, 3, 32, 32, 16, 3, 1
@@ -157,7 +161,7 @@ def run_catml():
     return records, None
 
 
-def report(machine, peers, catml, catml_error):
+def report(machine, peers, catml, catml_error, gemm=None):
     print("# conv2d: CatML vs peers")
     print()
     print(f"- machine: {machine['nproc']} cores, {machine['cpu']}")
@@ -169,33 +173,47 @@ def report(machine, peers, catml, catml_error):
     print("- ratios = peer time / CatML time, so > 1 means CatML is faster")
     if catml_error:
         print(f"- CatML timings unavailable: {catml_error}")
+    peaks = gemm_floors(gemm)[1] if gemm else {}
+    if peaks:
+        print_peaks(peaks)
     print()
-    table(peers, catml, "seconds")
+    table(peers, catml, "seconds", peaks)
     print()
     print("CPU time per call (user + system, all threads):")
     print()
     table(peers, catml, "cpu_seconds")
 
 
-def table(peers, catml, field):
-    rows = {}
+def table(peers, catml, field, peaks=None):
+    """One row per workload and mode; with `peaks` (a dict, possibly empty) also CatML's GFLOP/s
+    and its fraction of the dtype's peak."""
+    rows, flops = {}, {}
     key = lambda r: (r["workload"], r["size"], r["dtype"], r["mode"])  # noqa: E731
     for r in peers:
         rows.setdefault(key(r), {})[r["library"]] = r.get(field)
     for r in catml:
         rows.setdefault(key(r), {})["catml"] = r.get(field)
-    print("| workload | size | dtype | mode | CatML | JAX jit | NumPy | JAX/CatML | NumPy/CatML |")
-    print("|---|---|---|---|--:|--:|--:|--:|--:|")
-    for (workload, size, dtype, mode), t in rows.items():
+        flops[key(r)] = r.get("flops")
+    rates = peaks is not None
+    print("| workload | size | dtype | mode | CatML | JAX jit | NumPy | JAX/CatML | NumPy/CatML |"
+          + (" GFLOP/s | of peak |" if rates else ""))
+    print("|---|---|---|---|--:|--:|--:|--:|--:|" + ("--:|--:|" if rates else ""))
+    for k, t in rows.items():
+        workload, size, dtype, mode = k
         c, j, n = t.get("catml"), t.get("jax_jit"), t.get("numpy")
-        print(f"| {workload} | {size} | {dtype} | {mode} | {fmt_time(c)} | {fmt_time(j)} "
-              f"| {fmt_time(n)} | {fmt_ratio(j, c)} | {fmt_ratio(n, c)} |")
+        line = (f"| {workload} | {size} | {dtype} | {mode} | {fmt_time(c)} | {fmt_time(j)} "
+                f"| {fmt_time(n)} | {fmt_ratio(j, c)} | {fmt_ratio(n, c)} |")
+        if rates:
+            line += " {} | {} |".format(*rate_cells(flops.get(k), c, peaks.get(dtype)))
+        print(line)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer, shorter samples")
     p.add_argument("--json", metavar="FILE", help="also write raw results as JSON")
+    p.add_argument("--gemm", metavar="FILE",
+                   help="JSON lines of `peers/run.sh gemm --json`: adds CatML's fraction of peak")
     args = p.parse_args()
     budget, samples = (0.2, 5) if args.quick else (1.5, 15)
 
@@ -204,7 +222,7 @@ def main():
     catml, catml_error = run_catml()
     if catml_error:
         print(f"CatML timings unavailable: {catml_error}", file=sys.stderr)
-    report(machine, peers, catml, catml_error)
+    report(machine, peers, catml, catml_error, args.gemm)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"machine": machine, "peers": peers, "catml": catml,

@@ -1,5 +1,8 @@
 //! Prints CatML's attention timings as JSON lines for `peers/bench_attention.py`:
-//! {"workload": "attention", "size": "8x128x128/4", "dtype": "f32", "mode": ..., "seconds": ..}
+//! {"workload": "attention", "size": "8x128x128/4", "dtype": "f32", "mode": ..., "seconds": ..,
+//! "flops": ..}
+//! `flops` is one call's count by the cost interpreter (`interp::cost`) of the program timed: the
+//! block, or the reverse program for `value_and_grad`.
 //! Each figure is the median over samples of the mean time per call within a sample.
 //! `--quick` takes fewer, shorter samples.
 
@@ -45,7 +48,8 @@ fn main() {
         attention_block::HEADS
     );
     let w = attention_block::Workload::new(DType::F32);
-    for mode in ["forward", "value_and_grad"] {
+    for (mode, compiled) in ["forward", "value_and_grad"].into_iter().zip(&w.compiled) {
+        let flops = catml::interp::cost(compiled.program()).flops;
         let seconds = match mode {
             "forward" => time(
                 || {
@@ -70,6 +74,7 @@ fn main() {
                 "dtype": "f32",
                 "mode": mode,
                 "seconds": seconds,
+                "flops": flops,
             })
         );
     }

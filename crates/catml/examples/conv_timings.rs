@@ -1,15 +1,18 @@
 //! Times conv2d (batch 32, 3x32x32 input, 16 filters 3x3, padding 1, f32) forward and value and
 //! gradient of L = Σ y, and prints one JSON line per measurement for `peers/bench_conv.py`:
 //!
-//! {"workload": "conv2d", "size": "32x3x32x32/16x3x3", "dtype": "f32", "mode": "forward", "seconds": ..}
+//! {"workload": "conv2d", "size": "32x3x32x32/16x3x3", "dtype": "f32", "mode": "forward", "seconds": ..,
+//! "flops": ..}
 //!
 //! Each measurement is the median of 15 samples; a sample loops the call so that all samples
 //! take about 1.5 s, as the peers' timings do. `cpu_seconds` is the process CPU time (all
-//! threads) per call over the whole measurement, or null where /proc is unavailable.
+//! threads) per call over the whole measurement, or null where /proc is unavailable. `flops`
+//! is one call's count by the cost interpreter (`interp::cost`) of the program timed: the
+//! forward program, or the VJP program for `value_and_grad`.
 
 use std::time::Instant;
 
-use catml::interp::eval;
+use catml::interp::{cost, eval};
 
 #[path = "../benches/support/conv_workload.rs"]
 mod conv_workload;
@@ -71,6 +74,7 @@ fn main() {
                 "mode": mode,
                 "seconds": seconds,
                 "cpu_seconds": cpu_seconds,
+                "flops": cost(p).flops,
             })
         );
     }
