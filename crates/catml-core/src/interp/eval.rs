@@ -4,7 +4,7 @@ use super::budget::Bytes;
 use super::fold::{unshared, Step};
 use super::plan::EvalPlan;
 use crate::ir::{operand_refs, KernelError, Operands, Program, Var};
-use crate::tensor::{Tensor, TensorType};
+use crate::tensor::{checked, Tensor, TensorType};
 
 /// Why evaluation stopped. Nothing is returned on error.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -168,6 +168,9 @@ pub(super) fn run_into(
     results: &mut Vec<Tensor>,
 ) -> Result<(), EvalError> {
     results.clear();
+    // Inside a kernel (a program evaluated by a node), no inner kernel answers for the outer
+    // node's result.
+    checked::withdraw();
     let done = run_nodes(p, plan, inputs, report, options, env, results);
     // Outputs, values never read, and all values after an error are still held.
     for slot in env.iter_mut().filter(|s| s.is_some()) {
@@ -251,23 +254,38 @@ fn run_nodes(
             op: node.prim.name().to_string(),
             source,
         };
-        let (out, slot) = match step {
+        // Copies of node results (checked when made) need no second scan; program inputs
+        // are not checked until a node reads them, so copies of those are.
+        let copies_checked =
+            node.prim.copies_operand_values() && node.operands.iter().all(|o| o.index() >= n_in);
+        let check = options.check_non_finite && !copies_checked;
+        let run = |args: &mut Operands, env: &mut [Option<Tensor>]| match step {
             Step::AddInto { addend, take, sum } => {
                 let held = &mut env[addend.index()];
                 let value = if take { held.take() } else { held.clone() };
                 let value = value.ok_or(EvalError::ForeignPlan)?;
                 let mut out = unshared(value).map_err(|e| fail(e.into()))?;
-                let done = node.prim.eval_added(&operand_refs(&args), &mut out);
+                let done = node.prim.eval_added(&operand_refs(args), &mut out);
                 args.clear();
                 done.map_err(fail)?;
-                (out, n_in + sum)
+                Ok((out, n_in + sum))
             }
             _ => {
-                let out = node.prim.eval_owned(&mut args).map_err(fail)?;
+                let out = node.prim.eval_owned(args).map_err(fail);
                 // Operands the kernel did not take (borrowed copies) are released now.
                 args.clear();
-                (out, n_in + i)
+                Ok((out?, n_in + i))
             }
+        };
+        // A kernel may count its result's non-finite values as it writes them
+        // (`tensor::checked`); otherwise the result is scanned here.
+        let ((out, slot), counted) = if !check {
+            (run(&mut args, env)?, Some(0))
+        } else if node.prim.counts_non_finite() {
+            let (made, counted) = checked::asking(|| run(&mut args, env));
+            (made?, counted)
+        } else {
+            (run(&mut args, env)?, None)
         };
         // A folded sum has its product's type (`fold_sums`).
         if out.dtype() != node.ty.dtype || *out.shape() != node.ty.shape {
@@ -277,15 +295,7 @@ fn run_nodes(
                 node.ty
             ))));
         }
-        // Copies of node results (checked when made) need no second scan; program inputs
-        // are not checked until a node reads them, so copies of those are.
-        let copies_checked =
-            node.prim.copies_operand_values() && node.operands.iter().all(|o| o.index() >= n_in);
-        let bad = if copies_checked || !options.check_non_finite {
-            0
-        } else {
-            out.count_non_finite()
-        };
+        let bad = counted.unwrap_or_else(|| out.count_non_finite());
         if bad > 0 {
             let first = out
                 .to_f64_vec()

@@ -210,6 +210,13 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         )))
     }
 
+    /// Whether the kernel counts its result's non-finite values as it writes them, when
+    /// evaluation asks (`tensor::checked`): evaluation then asks this node's kernel only, and
+    /// scans the results of every other node itself.
+    fn counts_non_finite(&self) -> bool {
+        false
+    }
+
     /// Whether every output element is a copy of an operand element (reshape, permute,
     /// broadcast, gather, ...). The interpreter checks each node's output for non-finite
     /// values; a copy of checked values needs no second scan.

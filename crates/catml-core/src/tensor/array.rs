@@ -344,28 +344,23 @@ impl Tensor {
 
     /// How many elements are NaN or infinite.
     pub fn count_non_finite(&self) -> usize {
-        use super::fastmath::{any_non_finite_f32, any_non_finite_f64};
         // Almost every call finds none: a vectorised test first, counting only after a hit.
         // Every node's result is checked, so large ones are split across the thread pool.
-        fn split<T: super::Float>(d: &[T], any: fn(&[T]) -> bool) -> usize {
+        fn split<T: super::Float>(d: &[T]) -> usize {
             use rayon::prelude::*;
             const PARALLEL_MIN: usize = 1 << 16;
             // The length first: asking rayon for its thread count costs more than a tiny scan.
-            let found = if d.len() < PARALLEL_MIN || rayon::current_num_threads() < 2 {
-                any(d)
+            if d.len() < PARALLEL_MIN || rayon::current_num_threads() < 2 {
+                super::kernels::count_non_finite(d)
             } else {
                 d.par_chunks(d.len().div_ceil(rayon::current_num_threads()))
-                    .any(any)
-            };
-            if found {
-                d.iter().filter(|x| !x.is_finite()).count()
-            } else {
-                0
+                    .map(super::kernels::count_non_finite)
+                    .sum()
             }
         }
         match self {
-            Tensor::F32(a) => split(a.data(), any_non_finite_f32),
-            Tensor::F64(a) => split(a.data(), any_non_finite_f64),
+            Tensor::F32(a) => split(a.data()),
+            Tensor::F64(a) => split(a.data()),
             Tensor::I64(_) | Tensor::Bool(_) => 0,
             Tensor::Stored(s) => s.count_non_finite(),
         }

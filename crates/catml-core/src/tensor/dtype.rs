@@ -275,6 +275,11 @@ pub trait Float: Element + Copy + num_traits::Float + 'static {
             *v = v.tanh();
         }
     }
+
+    /// Whether any element is NaN or infinite (vectorised for f32 and f64).
+    fn any_non_finite(buf: &[Self]) -> bool {
+        buf.iter().any(|x| !x.is_finite())
+    }
 }
 
 impl Float for f32 {
@@ -284,6 +289,9 @@ impl Float for f32 {
     }
     fn tanh_assign(buf: &mut [f32]) {
         super::fastmath::tanh_f32_in_place(buf)
+    }
+    fn any_non_finite(buf: &[f32]) -> bool {
+        super::fastmath::any_non_finite_f32(buf)
     }
     #[inline(always)]
     fn from_f64(x: f64) -> Self {
@@ -302,6 +310,9 @@ impl Float for f64 {
     }
     fn tanh_assign(buf: &mut [f64]) {
         super::fastmath::tanh_f64_in_place(buf)
+    }
+    fn any_non_finite(buf: &[f64]) -> bool {
+        super::fastmath::any_non_finite_f64(buf)
     }
     #[inline(always)]
     fn from_f64(x: f64) -> Self {

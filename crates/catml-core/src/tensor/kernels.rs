@@ -3,6 +3,8 @@
 
 use std::mem::MaybeUninit;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use super::alloc::{self, AllocError};
 use super::shape::{row_major, Strides};
 use super::{Array, Element, Float, Shape};
@@ -458,7 +460,50 @@ pub fn gemm_into<T: Float>(c: &mut [T], a: MatRef<'_, T>, b: MatRef<'_, T>, accu
     debug_assert_eq!(c.len(), a.rows * b.cols);
     let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
     // SAFETY: `c` is an initialised buffer of m * n elements.
-    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, parallel) }
+    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, parallel, None) }
+}
+
+/// [`gemm_into`] for a kernel writing its node's whole result: when evaluation asks for the
+/// result's non-finite count (`tensor::checked`), C's pieces are counted as they are written.
+pub fn gemm_into_result<T: Float>(
+    c: &mut [T],
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    accumulate: bool,
+) {
+    match super::checked::asked() {
+        Some(request) => request.counted(gemm_into_counted(c, a, b, accumulate)),
+        None => gemm_into(c, a, b, accumulate),
+    }
+}
+
+/// [`gemm()`] for a kernel whose node's whole result is C, counted as [`gemm_into_result`]
+/// counts it.
+pub fn gemm_result<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Vec<T>, AllocError> {
+    let Some(request) = super::checked::asked() else {
+        return gemm(a, b);
+    };
+    let counter = AtomicUsize::new(0);
+    let c = gemm_new(a, b, Some(&counter))?;
+    request.counted(counter.into_inner());
+    Ok(c)
+}
+
+/// [`gemm_into`], returning how many elements of C are NaN or infinite: each piece of C is
+/// counted by the thread that wrote it, while it is still in cache, instead of in a pass of
+/// its own.
+fn gemm_into_counted<T: Float>(
+    c: &mut [T],
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    accumulate: bool,
+) -> usize {
+    debug_assert_eq!(c.len(), a.rows * b.cols);
+    let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
+    let counter = AtomicUsize::new(0);
+    // SAFETY: `c` is an initialised buffer of m * n elements.
+    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, parallel, Some(&counter)) };
+    counter.into_inner()
 }
 
 /// As [`gemm_into`], on the calling thread only: for callers that already split work across
@@ -471,7 +516,7 @@ pub fn gemm_into_serial<T: Float>(
 ) {
     debug_assert_eq!(c.len(), a.rows * b.cols);
     // SAFETY: `c` is an initialised buffer of m * n elements.
-    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, false) }
+    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, false, None) }
 }
 
 /// `count` products C_i = A_i B_i of equal shape (m, n), stacked in a new buffer and then
@@ -494,7 +539,7 @@ pub fn gemm_batched<'a, T: Float>(
         // without `accumulate` every element is written before `then` reads it.
         unsafe {
             let ci = c.get().add(i * block);
-            gemm_raw(ci, a, b, false, parallel);
+            gemm_raw(ci, a, b, false, parallel, None);
             then(i, std::slice::from_raw_parts_mut(ci, block));
         }
     };
@@ -555,6 +600,7 @@ unsafe fn gemm_raw<T: Float>(
     b: MatRef<'_, T>,
     accumulate: bool,
     parallel: bool,
+    counter: Option<&AtomicUsize>,
 ) {
     use rayon::prelude::*;
     let (m, k, n) = (a.rows, a.cols, b.cols);
@@ -570,6 +616,7 @@ unsafe fn gemm_raw<T: Float>(
                 dst.write(if accumulate { *dst + acc } else { acc });
             }
         }
+        count_into(counter, c, n, m, n);
         return;
     }
     let (ars, acs) = a.strides();
@@ -587,6 +634,7 @@ unsafe fn gemm_raw<T: Float>(
     let parts = if parallel { pieces(m, k, n) } else { 1 };
     if parts < 2 {
         gemm_block(c, n, sa, sb, (m, k, n), accumulate);
+        count_into(counter, c, n, m, n);
         return;
     }
     // Rows of A and C when m >= n, else columns of B and C: piece p starts at `at` and
@@ -605,12 +653,14 @@ unsafe fn gemm_raw<T: Float>(
                     ..sa
                 };
                 gemm_block(c.get().add(at * n), n, ap, sb, (len, k, n), accumulate);
+                count_into(counter, c.get().add(at * n), n, len, n);
             } else {
                 let bp = Strided {
                     ptr: sb.ptr.offset(at as isize * sb.cs),
                     ..sb
                 };
                 gemm_block(c.get().add(at), n, sa, bp, (m, k, len), accumulate);
+                count_into(counter, c.get().add(at), n, m, len);
             }
         }
     });
@@ -656,21 +706,62 @@ unsafe fn gemm_block<T: Float>(
 
 /// C = A B for floats.
 pub fn gemm<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Vec<T>, AllocError> {
+    gemm_new(a, b, None)
+}
+
+/// C = A B in a new buffer, counting C's non-finite elements into `counter` if given.
+fn gemm_new<T: Float>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    counter: Option<&AtomicUsize>,
+) -> Result<Vec<T>, AllocError> {
     let len = a.rows * b.cols;
     let mut c = alloc::with_capacity(len)?;
+    let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
     // SAFETY: the buffer has room for m * n elements, and without `accumulate` every one of
     // them is written and none is read.
     unsafe {
-        gemm_raw(
-            c.as_mut_ptr(),
-            a,
-            b,
-            false,
-            a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN,
-        );
+        gemm_raw(c.as_mut_ptr(), a, b, false, parallel, counter);
         c.set_len(len);
     }
     Ok(c)
+}
+
+/// How many elements of `d` are NaN or infinite (a vectorised test first: almost every call
+/// finds none).
+pub fn count_non_finite<T: Float>(d: &[T]) -> usize {
+    if T::any_non_finite(d) {
+        d.iter().filter(|x| !x.is_finite()).count()
+    } else {
+        0
+    }
+}
+
+/// Adds to `counter`, if given, the non-finite elements of the (rows, cols) block at `c` of
+/// row stride `ldc`.
+///
+/// # Safety
+/// The block lies inside an initialised buffer.
+unsafe fn count_into<T: Float>(
+    counter: Option<&AtomicUsize>,
+    c: *const T,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+) {
+    let Some(counter) = counter else {
+        return;
+    };
+    let found: usize = if cols == ldc {
+        count_non_finite(std::slice::from_raw_parts(c, rows * cols))
+    } else {
+        (0..rows)
+            .map(|i| count_non_finite(std::slice::from_raw_parts(c.add(i * ldc), cols)))
+            .sum()
+    };
+    if found > 0 {
+        counter.fetch_add(found, Ordering::Relaxed);
+    }
 }
 
 /// C = A B for any ring (used by exact rationals; floats go to `gemm`).
@@ -864,6 +955,39 @@ mod tests {
                     assert_eq!(gemm(ma, mb).unwrap(), want);
                 });
             }
+        }
+    }
+
+    #[test]
+    fn products_count_the_non_finite_elements_they_write() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        // Cut along m, along n, on one thread, and the direct loop of tiny products.
+        for (m, k, n) in [(300, 40, 64), (40, 64, 300), (20, 8, 12), (3, 4, 5)] {
+            let mut a = whole_numbers(m * k, 7);
+            let b = whole_numbers(k * n, 5);
+            // A NaN in row 1 of A spoils row 1 of C; an infinity in the last row of A, times
+            // B's nonzero elements and plus their NaN, the last row.
+            a[k] = f64::NAN;
+            a[(m - 1) * k] = f64::INFINITY;
+            let (ma, mb) = (MatRef::new(&a[..], m, k), MatRef::new(&b[..], k, n));
+            pool.install(|| {
+                let counted = |a, b| {
+                    let counter = AtomicUsize::new(0);
+                    let c = gemm_new(a, b, Some(&counter)).unwrap();
+                    (c, counter.into_inner())
+                };
+                let (c, count) = counted(ma, mb);
+                let want = c.iter().filter(|v| !v.is_finite()).count();
+                assert!(want >= n, "{m}x{k}x{n}: row 1 at least");
+                assert_eq!(count, want, "{m}x{k}x{n}");
+                let mut acc = vec![0.5; m * n];
+                assert_eq!(gemm_into_counted(&mut acc, ma, mb, true), want);
+                let clean = MatRef::new(&b[..k * m.min(n)], m.min(n), k);
+                assert_eq!(counted(clean, mb).1, 0);
+            });
         }
     }
 

@@ -6,6 +6,7 @@
 pub mod alloc;
 mod array;
 mod buffer;
+pub mod checked;
 mod convert;
 mod display;
 mod dtype;

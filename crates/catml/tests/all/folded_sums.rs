@@ -92,26 +92,14 @@ fn a_sum_fed_by_a_product_is_folded_within_the_budget_of_k_plus_one_terms() {
 
 /// The tied block A = X W + b, H = tanh A, Y = X + H W + b, and its derivative program.
 fn tied_block_vjp(dtype: DType) -> (Program, Vec<Tensor>) {
-    let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
-    let mut b = Builder::new();
-    let x = b.input("X", ty(&[16, 40]), InputKind::Data).unwrap();
-    let w = b.input("W", ty(&[40, 40]), InputKind::Param).unwrap();
-    let bias = b.input("b", ty(&[40]), InputKind::Param).unwrap();
-    let bb = b.broadcast_rows(bias, 16).unwrap();
-    let xw = b.matmul(x, w).unwrap();
-    let a = b.add(xw, bb).unwrap();
-    let h = b.tanh(a).unwrap();
-    let hw = b.matmul(h, w).unwrap();
-    let hwb = b.add(hw, bb).unwrap();
-    let y = b.add(x, hwb).unwrap();
-    let p = b.finish(&[y]).unwrap();
+    let p = crate::tied_block::tied_block(16, 40, dtype);
     let v = catml::ad::vjp(&p).unwrap().program;
     let scale = |t: Tensor, f: f64| t.map_f64(|e| e * f);
     let inputs = vec![
         values(dtype, &[16, 40], 4),
         scale(values(dtype, &[40, 40], 5), 0.05),
         values(dtype, &[40], 6),
-        Tensor::full(&ty(&[16, 40]), 1.0),
+        Tensor::full(&TensorType::new(dtype, vec![16, 40]), 1.0),
     ];
     (v, inputs)
 }
@@ -185,4 +173,32 @@ fn a_sum_is_not_folded_where_the_product_is_read_again_or_an_output() {
         let exe = Executable::new(build(keep, again)).unwrap();
         assert_eq!(exe.plan().folded_sums(), folded, "{keep} {again}");
     }
+}
+
+#[test]
+fn a_product_counts_its_non_finite_values_as_a_scan_would() {
+    // 256 x 64 x 64 is cut across the threads; one NaN in A spoils one row of C.
+    let (m, k, n) = (256, 64, 64);
+    let ty = |dims: &[usize]| TensorType::new(DType::F32, dims.to_vec());
+    let mut b = Builder::new();
+    let a = b.input("A", ty(&[m, k]), InputKind::Data).unwrap();
+    let w = b.input("B", ty(&[k, n]), InputKind::Param).unwrap();
+    let ab = b.matmul(a, w).unwrap();
+    let p = b.finish(&[ab]).unwrap();
+    let mut data = values(DType::F32, &[m, k], 1).to_f64_vec();
+    data[100 * k + 3] = f64::NAN;
+    let inputs = vec![
+        Tensor::from_f64s(DType::F32, vec![m, k], data).unwrap(),
+        values(DType::F32, &[k, n], 2),
+    ];
+    let want = EvalError::NonFinite {
+        index: 0,
+        name: p.nodes()[0].name.clone(),
+        op: "matmul".to_string(),
+        count: n,
+        first: 100 * n,
+    };
+    assert_eq!(interp::eval(&p, &inputs).unwrap_err(), want);
+    let exe = Executable::new(p).unwrap();
+    assert_eq!(exe.run(&inputs, EvalOptions::default()).unwrap_err(), want);
 }

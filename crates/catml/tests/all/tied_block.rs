@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use catml::interp::{eval, order_inputs_named};
 use catml::ir::{json, Builder, InputKind, Program};
 use catml::prim::{builtins, Ops};
-use catml::tensor::Tensor;
+use catml::tensor::{DType, Tensor, TensorType};
 use common::{f64t, max_abs, random, rng, value_and_grad, Mat, Rng};
 
 /// Rounding-level agreement with the closed forms (the reference figure is 4.45e-16).
@@ -23,12 +23,13 @@ fn modules_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../modules")
 }
 
-/// The block at batch `rows` and width `d`, inputs X, W, b in that order.
-fn tied_block(rows: usize, d: usize) -> Program {
+/// The block at batch `rows` and width `d` in `dtype`, inputs X, W, b in that order.
+pub(crate) fn tied_block(rows: usize, d: usize, dtype: DType) -> Program {
+    let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
     let mut b = Builder::new();
-    let x = b.input("X", f64t(&[rows, d]), InputKind::Data).unwrap();
-    let w = b.input("W", f64t(&[d, d]), InputKind::Param).unwrap();
-    let bias = b.input("b", f64t(&[d]), InputKind::Param).unwrap();
+    let x = b.input("X", ty(&[rows, d]), InputKind::Data).unwrap();
+    let w = b.input("W", ty(&[d, d]), InputKind::Param).unwrap();
+    let bias = b.input("b", ty(&[d]), InputKind::Param).unwrap();
     let bb = b.broadcast_rows(bias, rows).unwrap();
     let xw = b.matmul(x, w).unwrap();
     let a = b.add(xw, bb).unwrap();
@@ -142,7 +143,7 @@ fn thirty_two_random_blocks_match_closed_forms_and_differences() {
     for _ in 0..32 {
         let rows = rand::RngExt::random_range(&mut rng, 1..=3);
         let d = rand::RngExt::random_range(&mut rng, 1..=4);
-        let p = tied_block(rows, d);
+        let p = tied_block(rows, d, DType::F64);
         let inputs: Vec<Tensor> = p
             .input_types()
             .iter()

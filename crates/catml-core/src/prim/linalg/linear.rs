@@ -9,7 +9,7 @@ use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::alloc;
-use crate::tensor::kernels::{gemm_into, matmul_generic, MatRef};
+use crate::tensor::kernels::{gemm_into_result, matmul_generic, MatRef};
 use crate::tensor::{Array, Float, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,12 +30,11 @@ impl FloatKernel for Linear {
         for _ in 0..batch {
             y.extend_from_slice(bias);
         }
-        gemm_into(
-            &mut y,
+        let (a, w) = (
             MatRef::new(x[0].data(), batch, inp),
             MatRef::transpose_of(x[1].data(), out, inp),
-            true,
         );
+        gemm_into_result(&mut y, a, w, true);
         let dims = if x[0].dims().len() == 2 {
             vec![batch, out]
         } else {
@@ -84,6 +83,9 @@ impl Primitive for Linear {
         let mut dims = x.dims().to_vec();
         *dims.last_mut().expect("rank >= 1") = out;
         Ok(TensorType::new(x.dtype, dims))
+    }
+    fn counts_non_finite(&self) -> bool {
+        true
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)

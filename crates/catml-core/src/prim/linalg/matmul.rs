@@ -10,7 +10,7 @@ use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::alloc::AllocError;
-use crate::tensor::kernels::{gemm, gemm_into, matmul_generic, MatRef};
+use crate::tensor::kernels::{gemm_into_result, gemm_result, matmul_generic, MatRef};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -52,12 +52,16 @@ fn add_product<T: Float>(mm: &MatMul, x: [&Array<T>; 2], sum: &mut Array<T>) -> 
     let a = MatMul::operand(x[0].data(), x[0].dims(), mm.transpose_a);
     let b = MatMul::operand(x[1].data(), x[1].dims(), mm.transpose_b);
     let c = sum.unique_data_mut()?;
-    (c.len() == a.rows * b.cols && a.cols == b.rows).then(|| gemm_into(c, a, b, true))
+    if c.len() != a.rows * b.cols || a.cols != b.rows {
+        return None;
+    }
+    gemm_into_result(c, a, b, true);
+    Some(())
 }
 
 impl FloatKernel for MatMul {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        self.run(x, gemm)
+        self.run(x, gemm_result)
     }
 }
 
@@ -125,6 +129,9 @@ impl Primitive for MatMul {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn counts_non_finite(&self) -> bool {
+        true
     }
     fn adds_into(&self, inputs: &[TensorType]) -> bool {
         inputs.iter().all(|t| t.dtype.is_float())
