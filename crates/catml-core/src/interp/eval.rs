@@ -259,7 +259,7 @@ fn run_nodes(
         let copies_checked =
             node.prim.copies_operand_values() && node.operands.iter().all(|o| o.index() >= n_in);
         let check = options.check_non_finite && !copies_checked;
-        let run = |args: &mut Operands, env: &mut [Option<Tensor>]| match step {
+        let kernel = |args: &mut Operands, env: &mut [Option<Tensor>]| match step {
             Step::AddInto { addend, take, sum } => {
                 let held = &mut env[addend.index()];
                 let value = if take { held.take() } else { held.clone() };
@@ -280,12 +280,12 @@ fn run_nodes(
         // A kernel may count its result's non-finite values as it writes them
         // (`tensor::checked`); otherwise the result is scanned here.
         let ((out, slot), counted) = if !check {
-            (run(&mut args, env)?, Some(0))
+            (kernel(&mut args, env)?, Some(0))
         } else if node.prim.counts_non_finite() {
-            let (made, counted) = checked::asking(|| run(&mut args, env));
+            let (made, counted) = checked::asking(|| kernel(&mut args, env));
             (made?, counted)
         } else {
-            (run(&mut args, env)?, None)
+            (kernel(&mut args, env)?, None)
         };
         // A folded sum has its product's type (`fold_sums`).
         if out.dtype() != node.ty.dtype || *out.shape() != node.ty.shape {
