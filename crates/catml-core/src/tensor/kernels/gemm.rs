@@ -1,0 +1,505 @@
+//! Matrix products: the `gemm` crate on strided operands (a transpose is read in place, never
+//! copied), a product on several threads cut into row or column pieces of C, one
+//! single-threaded call each, stacked products, and a plain loop for tiny ones; a product
+//! writing a node's whole result counts its non-finite elements piece by piece when
+//! evaluation asks (`tensor::checked`).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::count_non_finite;
+use crate::tensor::alloc::{self, AllocError};
+use crate::tensor::{checked, Element, Float};
+
+/// A matrix operand: a buffer read as (rows, cols), possibly transposed in place.
+#[derive(Clone, Copy)]
+pub struct MatRef<'a, T> {
+    pub data: &'a [T],
+    pub rows: usize,
+    pub cols: usize,
+    pub transposed: bool,
+}
+
+impl<'a, T> MatRef<'a, T> {
+    /// A row-major (r, c) buffer.
+    pub fn new(data: &'a [T], rows: usize, cols: usize) -> Self {
+        MatRef {
+            data,
+            rows,
+            cols,
+            transposed: false,
+        }
+    }
+
+    /// The transpose of a row-major (r, c) buffer, read as (c, r) without copying.
+    pub fn transpose_of(data: &'a [T], rows: usize, cols: usize) -> Self {
+        MatRef {
+            data,
+            rows: cols,
+            cols: rows,
+            transposed: true,
+        }
+    }
+
+    /// (row stride, column stride) of the logical matrix in its buffer.
+    fn strides(&self) -> (isize, isize) {
+        if self.transposed {
+            (1, self.rows as isize)
+        } else {
+            (self.cols as isize, 1)
+        }
+    }
+
+    fn at(&self, i: usize, j: usize) -> usize {
+        let (rs, cs) = self.strides();
+        i * rs as usize + j * cs as usize
+    }
+}
+
+/// Below this many multiply-adds, a second thread costs more than it saves.
+const PARALLEL_GEMM_MIN: usize = 1 << 18;
+
+/// Nor does it help when a dimension is this thin: a (256, 10) x (10, 512) product took twice
+/// as long on two threads as on one.
+const PARALLEL_GEMM_MIN_DIM: usize = 32;
+
+/// At or below this many multiply-adds a plain loop beats the `gemm` crate's dispatch and
+/// packing.
+const DIRECT_GEMM_MAX: usize = 256;
+
+/// C = A B (+ C if `accumulate`), by the `gemm` crate, for row-major C of shape (m, n).
+pub fn gemm_into<T: Float>(c: &mut [T], a: MatRef<'_, T>, b: MatRef<'_, T>, accumulate: bool) {
+    debug_assert_eq!(c.len(), a.rows * b.cols);
+    let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
+    // SAFETY: `c` is an initialised buffer of m * n elements.
+    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, parallel, None) }
+}
+
+/// [`gemm_into`] for a kernel writing its node's whole result: when evaluation asks for the
+/// result's non-finite count (`tensor::checked`), C's pieces are counted as they are written.
+pub fn gemm_into_result<T: Float>(
+    c: &mut [T],
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    accumulate: bool,
+) {
+    match checked::asked() {
+        Some(request) => request.counted(gemm_into_counted(c, a, b, accumulate)),
+        None => gemm_into(c, a, b, accumulate),
+    }
+}
+
+/// [`gemm()`] for a kernel whose node's whole result is C, counted as [`gemm_into_result`]
+/// counts it.
+pub fn gemm_result<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Vec<T>, AllocError> {
+    let Some(request) = checked::asked() else {
+        return gemm(a, b);
+    };
+    let counter = AtomicUsize::new(0);
+    let c = gemm_new(a, b, Some(&counter))?;
+    request.counted(counter.into_inner());
+    Ok(c)
+}
+
+/// [`gemm_into`], returning how many elements of C are NaN or infinite: each piece of C is
+/// counted by the thread that wrote it, while it is still in cache, instead of in a pass of
+/// its own.
+fn gemm_into_counted<T: Float>(
+    c: &mut [T],
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    accumulate: bool,
+) -> usize {
+    debug_assert_eq!(c.len(), a.rows * b.cols);
+    let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
+    let counter = AtomicUsize::new(0);
+    // SAFETY: `c` is an initialised buffer of m * n elements.
+    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, parallel, Some(&counter)) };
+    counter.into_inner()
+}
+
+/// As [`gemm_into`], on the calling thread only: for callers that already split work across
+/// threads (one convolution sample per task, say).
+pub fn gemm_into_serial<T: Float>(
+    c: &mut [T],
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    accumulate: bool,
+) {
+    debug_assert_eq!(c.len(), a.rows * b.cols);
+    // SAFETY: `c` is an initialised buffer of m * n elements.
+    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, false, None) }
+}
+
+/// `count` products C_i = A_i B_i of equal shape (m, n), stacked in a new buffer and then
+/// handed to `then(i, C_i)`; the products run one per task over the thread pool when there is
+/// enough work, each on one thread. The buffer is written by the products, never zeroed first.
+pub fn gemm_batched<'a, T: Float>(
+    count: usize,
+    (m, n): (usize, usize),
+    operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
+    then: impl Fn(usize, &mut [T]) + Sync,
+) -> Result<Vec<T>, AllocError> {
+    use rayon::prelude::*;
+    let block = m * n;
+    let mut out: Vec<T> = alloc::with_capacity(count * block)?;
+    let c = SendPtr(out.as_mut_ptr());
+    let product = |i: usize, parallel: bool| {
+        let (a, b) = operands(i);
+        debug_assert_eq!((a.rows, b.cols), (m, n));
+        // SAFETY: block i lies inside the buffer's capacity and no other product writes it;
+        // without `accumulate` every element is written before `then` reads it.
+        unsafe {
+            let ci = c.get().add(i * block);
+            gemm_raw(ci, a, b, false, parallel, None);
+            then(i, std::slice::from_raw_parts_mut(ci, block));
+        }
+    };
+    let k = if count > 0 { operands(0).0.cols } else { 0 };
+    if count > 1 && count * block * k >= PARALLEL_GEMM_MIN {
+        (0..count).into_par_iter().for_each(|i| product(i, false));
+    } else {
+        (0..count).for_each(|i| product(i, block * k >= PARALLEL_GEMM_MIN));
+    }
+    // SAFETY: every block was written above.
+    unsafe { out.set_len(count * block) };
+    Ok(out)
+}
+
+/// A pointer handed to the tasks of one product, each writing its own part.
+#[derive(Clone, Copy)]
+struct SendPtr<T>(*mut T);
+
+impl<T> SendPtr<T> {
+    /// The pointer (a method, so that closures capture the whole wrapper).
+    fn get(self) -> *mut T {
+        self.0
+    }
+}
+
+// SAFETY: the tasks sharing one write disjoint parts of the buffer it points into.
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
+
+/// A matrix by its first element and strides, for the `gemm` crate.
+#[derive(Clone, Copy)]
+struct Strided<T> {
+    ptr: *const T,
+    rs: isize,
+    cs: isize,
+}
+
+// SAFETY: read only, by tasks of one product while the operands are borrowed.
+unsafe impl<T> Send for Strided<T> {}
+unsafe impl<T> Sync for Strided<T> {}
+
+/// How many threads share one product: the larger of m and n is cut into pieces of at least
+/// `PARALLEL_GEMM_MIN_DIM`, one per thread, each a product of its own on one thread. Cutting
+/// C beats the crate's own threads on thin products (1024 x 128 x 128 and the 128 x 1024 x 128
+/// of a weight gradient), whose few blocks leave a thread waiting.
+fn pieces(m: usize, k: usize, n: usize) -> usize {
+    if m.min(n).min(k) < PARALLEL_GEMM_MIN_DIM {
+        return 1;
+    }
+    rayon::current_num_threads().min(m.max(n) / PARALLEL_GEMM_MIN_DIM)
+}
+
+/// # Safety
+/// `c` points to m * n writable elements, initialised if `accumulate`.
+unsafe fn gemm_raw<T: Float>(
+    c: *mut T,
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    accumulate: bool,
+    parallel: bool,
+    counter: Option<&AtomicUsize>,
+) {
+    use rayon::prelude::*;
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    debug_assert_eq!(b.rows, k);
+    if m * n * k <= DIRECT_GEMM_MAX {
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = T::zero();
+                for t in 0..k {
+                    acc = acc + a.data[a.at(i, t)] * b.data[b.at(t, j)];
+                }
+                let dst = c.add(i * n + j);
+                dst.write(if accumulate { *dst + acc } else { acc });
+            }
+        }
+        count_into(counter, c, n, m, n);
+        return;
+    }
+    let (ars, acs) = a.strides();
+    let (brs, bcs) = b.strides();
+    let sa = Strided {
+        ptr: a.data.as_ptr(),
+        rs: ars,
+        cs: acs,
+    };
+    let sb = Strided {
+        ptr: b.data.as_ptr(),
+        rs: brs,
+        cs: bcs,
+    };
+    let parts = if parallel { pieces(m, k, n) } else { 1 };
+    if parts < 2 {
+        gemm_block(c, n, sa, sb, (m, k, n), accumulate);
+        count_into(counter, c, n, m, n);
+        return;
+    }
+    // Rows of A and C when m >= n, else columns of B and C: piece p starts at `at` and
+    // spans `len`; C keeps its row stride n.
+    let along_m = m >= n;
+    let whole = if along_m { m } else { n };
+    let step = whole.div_ceil(parts);
+    let c = SendPtr(c);
+    (0..whole.div_ceil(step)).into_par_iter().for_each(|p| {
+        let (at, len) = (p * step, step.min(whole - p * step));
+        // SAFETY: each piece reads inside A and B and writes its own rows or columns of C.
+        unsafe {
+            if along_m {
+                let ap = Strided {
+                    ptr: sa.ptr.offset(at as isize * sa.rs),
+                    ..sa
+                };
+                gemm_block(c.get().add(at * n), n, ap, sb, (len, k, n), accumulate);
+                count_into(counter, c.get().add(at * n), n, len, n);
+            } else {
+                let bp = Strided {
+                    ptr: sb.ptr.offset(at as isize * sb.cs),
+                    ..sb
+                };
+                gemm_block(c.get().add(at), n, sa, bp, (m, k, len), accumulate);
+                count_into(counter, c.get().add(at), n, m, len);
+            }
+        }
+    });
+}
+
+/// One product on the calling thread, C of row stride `ldc`.
+///
+/// # Safety
+/// The views describe (m, k) and (k, n) matrices inside live buffers and `c` (m, n) writable
+/// elements at row stride `ldc`, initialised if `accumulate`.
+unsafe fn gemm_block<T: Float>(
+    c: *mut T,
+    ldc: usize,
+    a: Strided<T>,
+    b: Strided<T>,
+    (m, k, n): (usize, usize, usize),
+    accumulate: bool,
+) {
+    // SAFETY: as the caller promises. Without `accumulate` the crate writes C without reading
+    // it.
+    gemm::gemm(
+        m,
+        n,
+        k,
+        c,
+        1,
+        ldc as isize,
+        accumulate,
+        a.ptr,
+        a.cs,
+        a.rs,
+        b.ptr,
+        b.cs,
+        b.rs,
+        T::one(),
+        T::one(),
+        false,
+        false,
+        false,
+        gemm::Parallelism::None,
+    );
+}
+
+/// C = A B for floats.
+pub fn gemm<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Vec<T>, AllocError> {
+    gemm_new(a, b, None)
+}
+
+/// C = A B in a new buffer, counting C's non-finite elements into `counter` if given.
+fn gemm_new<T: Float>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+    counter: Option<&AtomicUsize>,
+) -> Result<Vec<T>, AllocError> {
+    let len = a.rows * b.cols;
+    let mut c = alloc::with_capacity(len)?;
+    let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
+    // SAFETY: the buffer has room for m * n elements, and without `accumulate` every one of
+    // them is written and none is read.
+    unsafe {
+        gemm_raw(c.as_mut_ptr(), a, b, false, parallel, counter);
+        c.set_len(len);
+    }
+    Ok(c)
+}
+
+/// Adds to `counter`, if given, the non-finite elements of the (rows, cols) block at `c` of
+/// row stride `ldc`.
+///
+/// # Safety
+/// The block lies inside an initialised buffer.
+unsafe fn count_into<T: Float>(
+    counter: Option<&AtomicUsize>,
+    c: *const T,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+) {
+    let Some(counter) = counter else {
+        return;
+    };
+    let found: usize = if cols == ldc {
+        count_non_finite(std::slice::from_raw_parts(c, rows * cols))
+    } else {
+        (0..rows)
+            .map(|i| count_non_finite(std::slice::from_raw_parts(c.add(i * ldc), cols)))
+            .sum()
+    };
+    if found > 0 {
+        counter.fetch_add(found, Ordering::Relaxed);
+    }
+}
+
+/// C = A B for any ring (used by exact rationals; floats go to `gemm`).
+pub fn matmul_generic<T: Element>(
+    a: MatRef<'_, T>,
+    b: MatRef<'_, T>,
+) -> Result<Vec<T>, AllocError> {
+    let (m, k, n) = (a.rows, a.cols, b.cols);
+    let mut c = alloc::with_capacity(m * n)?;
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = T::zero();
+            for t in 0..k {
+                acc = acc + a.data[a.at(i, t)].clone() * b.data[b.at(t, j)].clone();
+            }
+            c.push(acc);
+        }
+    }
+    Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Integer-valued operands: every partial sum is exact, so any order of accumulation
+    /// (pieces, blocks, threads) gives the generic loop's bits.
+    fn whole_numbers(len: usize, modulus: usize) -> Vec<f64> {
+        (0..len).map(|x| (x % modulus) as f64 - 2.0).collect()
+    }
+
+    #[test]
+    fn products_cut_across_threads_match_the_generic_loop() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        // Cut along m (300 rows) and along n (300 columns), in uneven pieces.
+        for (m, k, n) in [(300, 40, 64), (40, 64, 300)] {
+            let (a, b) = (whole_numbers(m * k, 7), whole_numbers(k * n, 5));
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let ma = if ta {
+                    MatRef::transpose_of(&a[..], k, m)
+                } else {
+                    MatRef::new(&a[..], m, k)
+                };
+                let mb = if tb {
+                    MatRef::transpose_of(&b[..], n, k)
+                } else {
+                    MatRef::new(&b[..], k, n)
+                };
+                let want = matmul_generic(ma, mb).unwrap();
+                pool.install(|| {
+                    assert_eq!(pieces(m, k, n), 3);
+                    let mut c = vec![1.0; m * n];
+                    gemm_into(&mut c, ma, mb, true);
+                    assert!(c.iter().zip(&want).all(|(c, w)| *c == w + 1.0));
+                    assert_eq!(gemm(ma, mb).unwrap(), want);
+                });
+            }
+        }
+    }
+
+    #[test]
+    fn products_count_the_non_finite_elements_they_write() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        // Cut along m, along n, on one thread, and the direct loop of tiny products.
+        for (m, k, n) in [(300, 40, 64), (40, 64, 300), (20, 8, 12), (3, 4, 5)] {
+            let mut a = whole_numbers(m * k, 7);
+            let b = whole_numbers(k * n, 5);
+            // A NaN in row 1 of A spoils row 1 of C; an infinity in the last row of A, times
+            // B's nonzero elements and plus their NaN, the last row.
+            a[k] = f64::NAN;
+            a[(m - 1) * k] = f64::INFINITY;
+            let (ma, mb) = (MatRef::new(&a[..], m, k), MatRef::new(&b[..], k, n));
+            pool.install(|| {
+                let counted = |a, b| {
+                    let counter = AtomicUsize::new(0);
+                    let c = gemm_new(a, b, Some(&counter)).unwrap();
+                    (c, counter.into_inner())
+                };
+                let (c, count) = counted(ma, mb);
+                let want = c.iter().filter(|v| !v.is_finite()).count();
+                assert!(want >= n, "{m}x{k}x{n}: row 1 at least");
+                assert_eq!(count, want, "{m}x{k}x{n}");
+                let mut acc = vec![0.5; m * n];
+                assert_eq!(gemm_into_counted(&mut acc, ma, mb, true), want);
+                let clean = MatRef::new(&b[..k * m.min(n)], m.min(n), k);
+                assert_eq!(counted(clean, mb).1, 0);
+            });
+        }
+    }
+
+    #[test]
+    fn batched_products_match_each_slice_and_hand_over_their_own_block() {
+        let (m, k, n) = (64, 40, 48);
+        for count in [1, 5] {
+            let (a, b) = (
+                whole_numbers(count * m * k, 9),
+                whole_numbers(count * k * n, 4),
+            );
+            let slice = |i: usize| {
+                (
+                    MatRef::new(&a[i * m * k..(i + 1) * m * k], m, k),
+                    MatRef::transpose_of(&b[i * k * n..(i + 1) * k * n], n, k),
+                )
+            };
+            let shifted = |i: usize, c: &mut [f64]| c.iter_mut().for_each(|v| *v += i as f64);
+            let got = gemm_batched(count, (m, n), slice, shifted).unwrap();
+            for i in 0..count {
+                let (x, y) = slice(i);
+                let mut want = matmul_generic(x, y).unwrap();
+                shifted(i, &mut want);
+                assert_eq!(&got[i * m * n..(i + 1) * m * n], &want[..], "slice {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn gemm_matches_generic_with_transposes() {
+        let a: Vec<f64> = (0..6).map(|x| x as f64).collect();
+        let b: Vec<f64> = (0..12).map(|x| (x as f64) * 0.5 - 1.0).collect();
+        for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+            let ma = if ta {
+                MatRef::transpose_of(&a[..], 3, 2)
+            } else {
+                MatRef::new(&a[..], 2, 3)
+            };
+            let mb = if tb {
+                MatRef::transpose_of(&b[..], 4, 3)
+            } else {
+                MatRef::new(&b[..], 3, 4)
+            };
+            assert_eq!(gemm(ma, mb).unwrap(), matmul_generic(ma, mb).unwrap());
+        }
+    }
+}
