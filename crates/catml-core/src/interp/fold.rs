@@ -78,6 +78,34 @@ pub(crate) fn fold_sums(p: &Program, last: &[Option<usize>]) -> Vec<Step> {
     steps
 }
 
+/// Whether `steps` could be `p`'s folded sums: each product adds into an operand of a sum of
+/// `p` whose other operand it makes, and the sums it names are the nodes marked made. (A plan
+/// of another program could otherwise fold a node that is not a sum.)
+pub(crate) fn steps_fit(steps: &[Step], p: &Program) -> bool {
+    if steps.is_empty() {
+        return true;
+    }
+    let nodes = p.nodes();
+    let n_in = p.n_inputs();
+    let folds = steps.iter().enumerate().filter_map(|(i, s)| match *s {
+        Step::AddInto { addend, sum, .. } => Some((i, addend, sum)),
+        _ => None,
+    });
+    let mut sums = 0;
+    for (i, addend, sum) in folds {
+        let made = Var((n_in + i) as u32);
+        let fits = nodes.get(sum).is_some_and(|s| {
+            s.prim.sums_operands()
+                && (s.operands[..] == [made, addend] || s.operands[..] == [addend, made])
+        }) && steps[sum] == Step::Made;
+        if !fits {
+            return false;
+        }
+        sums += 1;
+    }
+    steps.len() == nodes.len() && steps.iter().filter(|s| **s == Step::Made).count() == sums
+}
+
 /// `v` with a buffer of its own, for a kernel to add into: `v` itself when nothing shares its
 /// buffer, else a copy. Only f32 and f64 values are added into.
 pub(crate) fn unshared(v: Tensor) -> Result<Tensor, AllocError> {

@@ -3,7 +3,7 @@
 
 use super::budget::budget_for;
 use super::eval::{EvalError, MAX_VALUE_BYTES};
-use super::fold::{fold_sums, Step};
+use super::fold::{fold_sums, steps_fit, Step};
 use crate::ir::{Program, Var};
 
 /// The largest total of live values while evaluating in order, and where it is reached.
@@ -104,9 +104,10 @@ impl EvalPlan {
         self.peak
     }
 
-    /// Whether this plan could be `p`'s (same input, node and operand counts).
+    /// Whether this plan could be `p`'s (same input, node and operand counts, and folded sums
+    /// that are sums of `p`).
     pub(crate) fn fits(&self, p: &Program) -> bool {
-        self.shape == shape_of(p) && self.last.len() == p.n_vars()
+        self.shape == shape_of(p) && self.last.len() == p.n_vars() && steps_fit(&self.steps, p)
     }
 
     /// Refuses the plan when its peak exceeds the budget (`per_call`, else the process's).

@@ -202,3 +202,25 @@ fn a_product_counts_its_non_finite_values_as_a_scan_would() {
     let exe = Executable::new(p).unwrap();
     assert_eq!(exe.run(&inputs, EvalOptions::default()).unwrap_err(), want);
 }
+
+#[test]
+fn a_folded_plan_of_another_program_is_refused() {
+    // A B + C and A B - C have the same counts; the first's folded plan must not run the second.
+    let (p, inputs) = product_plus(DType::F64, 4, 8, 3);
+    let ty = |dims: &[usize]| TensorType::new(DType::F64, dims.to_vec());
+    let mut b = Builder::new();
+    let a = b.input("A", ty(&[4, 8]), InputKind::Data).unwrap();
+    let w = b.input("B", ty(&[8, 3]), InputKind::Param).unwrap();
+    let c = b.input("C", ty(&[4, 3]), InputKind::Data).unwrap();
+    let ab = b.matmul(a, w).unwrap();
+    let d = b.sub(ab, c).unwrap();
+    let other = b.finish(&[d]).unwrap();
+    let plan = interp::EvalPlan::new(&p).unwrap().folding_sums(&p);
+    assert_eq!(plan.folded_sums(), 1);
+    let options = EvalOptions::default();
+    let got = interp::eval_planned(&other, &plan, &inputs, options).unwrap_err();
+    assert_eq!(got, EvalError::ForeignPlan);
+    let want = interp::eval(&p, &inputs).unwrap();
+    let folded = interp::eval_planned(&p, &plan, &inputs, options).unwrap();
+    assert!(folded[0].max_abs_diff(&want[0]) <= 1e-12);
+}
