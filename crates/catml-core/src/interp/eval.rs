@@ -136,9 +136,21 @@ impl Default for EvalOptions {
     }
 }
 
+/// The plan an evaluation follows.
+#[derive(Clone, Copy)]
+pub(super) enum PlanOf<'a> {
+    /// None given: one is made for this evaluation.
+    Made,
+    /// A caller's plan, refused unless it could be the program's ([`EvalPlan::fits`]).
+    Given(&'a EvalPlan),
+    /// The plan made from the program and kept with it (an `Executable`'s), so not checked
+    /// again on every call.
+    Own(&'a EvalPlan),
+}
+
 pub(super) fn run(
     p: &Program,
-    plan: Option<&EvalPlan>,
+    plan: PlanOf<'_>,
     inputs: &[Tensor],
     report: Option<&mut EvalReport>,
     options: EvalOptions,
@@ -160,7 +172,7 @@ pub(super) fn run(
 /// the results written to `results` (replacing what it held).
 pub(super) fn run_into(
     p: &Program,
-    plan: Option<&EvalPlan>,
+    plan: PlanOf<'_>,
     inputs: &[Tensor],
     report: Option<&mut EvalReport>,
     options: EvalOptions,
@@ -172,7 +184,7 @@ pub(super) fn run_into(
     // node's result.
     checked::withdraw();
     let done = run_nodes(p, plan, inputs, report, options, env, results);
-    // Outputs, values never read, and all values after an error are still held.
+    // Values never read, and all values after an error, are still held.
     for slot in env.iter_mut().filter(|s| s.is_some()) {
         *slot = None;
     }
@@ -184,7 +196,7 @@ pub(super) fn run_into(
 
 fn run_nodes(
     p: &Program,
-    plan: Option<&EvalPlan>,
+    plan: PlanOf<'_>,
     inputs: &[Tensor],
     mut report: Option<&mut EvalReport>,
     options: EvalOptions,
@@ -194,9 +206,10 @@ fn run_nodes(
     check_inputs(p, inputs)?;
     let made;
     let plan = match plan {
-        Some(plan) if plan.fits(p) => plan,
-        Some(_) => return Err(EvalError::ForeignPlan),
-        None => {
+        PlanOf::Own(plan) => plan,
+        PlanOf::Given(plan) if plan.fits(p) => plan,
+        PlanOf::Given(_) => return Err(EvalError::ForeignPlan),
+        PlanOf::Made => {
             made = EvalPlan::new(p)?;
             &made
         }
@@ -221,23 +234,45 @@ fn run_nodes(
             free_dying(env, ops, last, i);
             continue;
         }
-        // Operands that die here are moved to the kernel, which may then reuse their buffers;
-        // a repeated operand is moved only at its last occurrence.
-        for (k, o) in ops.iter().enumerate() {
-            let slot = &mut env[o.index()];
-            let value = if last[o.index()] == Some(i) && !ops[k + 1..].contains(o) {
-                slot.take()
-            } else {
-                slot.clone()
-            };
-            // Only a plan of another program with the same counts can free a value early.
-            match value {
-                Some(v) => args.push(v),
-                None => return Err(EvalError::ForeignPlan),
+        let fail = |source| EvalError::Kernel {
+            index: i,
+            name: node.name.clone(),
+            op: node.prim.name().to_string(),
+            source,
+        };
+        // The buffer a folded sum's product adds into, taken before the operands are read.
+        let added = match step {
+            Step::AddInto { addend, take, sum } => {
+                let held = &mut env[addend.index()];
+                let value = if take { held.take() } else { held.clone() };
+                let value = value.ok_or_else(|| EvalError::ForeignPlan)?;
+                Some((unshared(value).map_err(|e| fail(e.into()))?, n_in + sum))
+            }
+            _ => None,
+        };
+        // Operands that die here are moved to the kernel, which may then reuse their buffers
+        // (a repeated operand is moved only at its last occurrence); where none dies, or the
+        // product adds into a buffer of its own, the kernel reads them where they are held.
+        let moving = added.is_none() && ops.iter().any(|o| last[o.index()] == Some(i));
+        if moving {
+            for (k, o) in ops.iter().enumerate() {
+                let slot = &mut env[o.index()];
+                let value = if last[o.index()] == Some(i) && !ops[k + 1..].contains(o) {
+                    slot.take()
+                } else {
+                    slot.clone()
+                };
+                // Only a plan of another program with the same counts can free a value early.
+                args.push(value.ok_or_else(|| EvalError::ForeignPlan)?);
             }
         }
         if let Some(r) = report.as_deref_mut() {
-            let elements = node.prim.convention_points(&operand_refs(&args));
+            let refs = if moving {
+                operand_refs(&args)
+            } else {
+                held(env, ops)?
+            };
+            let elements = node.prim.convention_points(&refs);
             if elements > 0 {
                 r.conventions.push(ConventionHit {
                     index: i,
@@ -248,34 +283,25 @@ fn run_nodes(
                 });
             }
         }
-        let fail = |source| EvalError::Kernel {
-            index: i,
-            name: node.name.clone(),
-            op: node.prim.name().to_string(),
-            source,
-        };
         // Copies of node results (checked when made) need no second scan; program inputs
         // are not checked until a node reads them, so copies of those are.
         let copies_checked =
             node.prim.copies_operand_values() && node.operands.iter().all(|o| o.index() >= n_in);
         let check = options.check_non_finite && !copies_checked;
-        let kernel = |args: &mut Operands, env: &mut [Option<Tensor>]| match step {
-            Step::AddInto { addend, take, sum } => {
-                let held = &mut env[addend.index()];
-                let value = if take { held.take() } else { held.clone() };
-                let value = value.ok_or(EvalError::ForeignPlan)?;
-                let mut out = unshared(value).map_err(|e| fail(e.into()))?;
-                let done = node.prim.eval_added(&operand_refs(args), &mut out);
-                args.clear();
-                done.map_err(fail)?;
-                Ok((out, n_in + sum))
+        let kernel = move |args: &mut Operands, env: &[Option<Tensor>]| match added {
+            Some((mut out, slot)) => {
+                node.prim
+                    .eval_added(&held(env, ops)?, &mut out)
+                    .map_err(fail)?;
+                Ok((out, slot))
             }
-            _ => {
+            None if moving => {
                 let out = node.prim.eval_owned(args).map_err(fail);
                 // Operands the kernel did not take (borrowed copies) are released now.
                 args.clear();
                 Ok((out?, n_in + i))
             }
+            None => Ok((node.prim.eval(&held(env, ops)?).map_err(fail)?, n_in + i)),
         };
         // A kernel may count its result's non-finite values as it writes them
         // (`tensor::checked`); otherwise the result is scanned here.
@@ -314,13 +340,35 @@ fn run_nodes(
         free_dying(env, ops, last, i);
     }
     results.reserve(p.outputs().len());
-    for o in p.outputs() {
-        match &env[o.index()] {
-            Some(v) => results.push(v.clone()),
-            None => return Err(EvalError::ForeignPlan),
-        }
+    for (k, o) in p.outputs().iter().enumerate() {
+        let value = match env[o.index()].take() {
+            Some(v) => v,
+            // A repeated output: the value taken at its first occurrence.
+            None => match p.outputs()[..k].iter().position(|x| x == o) {
+                Some(first) => results[first].clone(),
+                None => return Err(EvalError::ForeignPlan),
+            },
+        };
+        results.push(value);
     }
     Ok(())
+}
+
+/// Borrows of the values of `ops`, for a kernel that reads them where they are held.
+fn held<'a>(
+    env: &'a [Option<Tensor>],
+    ops: &[Var],
+) -> Result<smallvec::SmallVec<[&'a Tensor; 4]>, EvalError> {
+    let mut refs = smallvec::SmallVec::new();
+    for o in ops {
+        // Only a plan of another program with the same counts can free a value early.
+        refs.push(
+            env[o.index()]
+                .as_ref()
+                .ok_or_else(|| EvalError::ForeignPlan)?,
+        );
+    }
+    Ok(refs)
 }
 
 /// Drops the values node `i` reads for the last time (inputs held by the caller included).
@@ -334,7 +382,7 @@ fn free_dying(env: &mut [Option<Tensor>], ops: &[Var], last: &[Option<usize>], i
 
 /// Evaluates a program on inputs given in declaration order; one tensor per output occurrence.
 pub fn eval(p: &Program, inputs: &[Tensor]) -> Result<Vec<Tensor>, EvalError> {
-    run(p, None, inputs, None, EvalOptions::default())
+    run(p, PlanOf::Made, inputs, None, EvalOptions::default())
 }
 
 /// `eval` with a plan made once by [`EvalPlan::new`] for `p` (a plan of another program is
@@ -345,7 +393,7 @@ pub fn eval_planned(
     inputs: &[Tensor],
     options: EvalOptions,
 ) -> Result<Vec<Tensor>, EvalError> {
-    run(p, Some(plan), inputs, None, options)
+    run(p, PlanOf::Given(plan), inputs, None, options)
 }
 
 /// `eval_with_report_options` with a plan made once for `p`.
@@ -356,7 +404,7 @@ pub fn eval_planned_with_report(
     options: EvalOptions,
 ) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
     let mut report = EvalReport::default();
-    let out = run(p, Some(plan), inputs, Some(&mut report), options)?;
+    let out = run(p, PlanOf::Given(plan), inputs, Some(&mut report), options)?;
     Ok((out, report))
 }
 
@@ -366,7 +414,7 @@ pub fn eval_with_options(
     inputs: &[Tensor],
     options: EvalOptions,
 ) -> Result<Vec<Tensor>, EvalError> {
-    run(p, None, inputs, None, options)
+    run(p, PlanOf::Made, inputs, None, options)
 }
 
 /// Evaluates and reports where labelled conventions decided a derivative.
@@ -375,7 +423,13 @@ pub fn eval_with_report(
     inputs: &[Tensor],
 ) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
     let mut report = EvalReport::default();
-    let out = run(p, None, inputs, Some(&mut report), EvalOptions::default())?;
+    let out = run(
+        p,
+        PlanOf::Made,
+        inputs,
+        Some(&mut report),
+        EvalOptions::default(),
+    )?;
     Ok((out, report))
 }
 
@@ -386,7 +440,7 @@ pub fn eval_with_report_options(
     options: EvalOptions,
 ) -> Result<(Vec<Tensor>, EvalReport), EvalError> {
     let mut report = EvalReport::default();
-    let out = run(p, None, inputs, Some(&mut report), options)?;
+    let out = run(p, PlanOf::Made, inputs, Some(&mut report), options)?;
     Ok((out, report))
 }
 

@@ -4,7 +4,7 @@
 
 use std::sync::{Mutex, TryLockError};
 
-use super::eval::{run_into, EvalError, EvalOptions, EvalReport};
+use super::eval::{run_into, EvalError, EvalOptions, EvalReport, PlanOf};
 use super::plan::EvalPlan;
 use crate::ir::Program;
 use crate::tensor::{BufferPool, Tensor};
@@ -131,7 +131,7 @@ impl Executable {
             self.pooled(|env| {
                 run_into(
                     &self.program,
-                    Some(plan),
+                    PlanOf::Own(plan),
                     inputs,
                     report,
                     options,
