@@ -12,7 +12,15 @@ pub type Operands = smallvec::SmallVec<[Tensor; 4]>;
 
 /// Borrows of `operands`, for a kernel that reads them.
 pub fn operand_refs(operands: &[Tensor]) -> smallvec::SmallVec<[&Tensor; 4]> {
-    operands.iter().collect()
+    match operands {
+        // Filled as a whole array (the unused slots repeat the first): `collect` into a
+        // `SmallVec` costs several times more, and every node's kernel call makes one.
+        [first, ..] if operands.len() <= 4 => {
+            let refs = std::array::from_fn(|i| operands.get(i).unwrap_or(first));
+            smallvec::SmallVec::from_buf_and_len(refs, operands.len())
+        }
+        _ => operands.iter().collect(),
+    }
 }
 
 /// A primitive's attributes as JSON (the LensIR `attrs` object).

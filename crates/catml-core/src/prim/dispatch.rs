@@ -77,13 +77,20 @@ fn unpack<'a, T>(
     x: &[&'a Tensor],
     get: impl Fn(&'a Tensor) -> Option<&'a Array<T>>,
 ) -> Result<SmallVec<[&'a Array<T>; 4]>, KernelError> {
-    x.iter()
-        .map(|t| {
-            get(t).ok_or_else(|| {
-                KernelError::Unsupported(format!("mixed operand dtypes ({})", t.dtype()))
-            })
-        })
-        .collect()
+    let mut arrays = SmallVec::new();
+    // Pushed one by one: collecting `Result`s into a `SmallVec` costs several times more.
+    for t in x {
+        match get(t) {
+            Some(a) => arrays.push(a),
+            None => {
+                return Err(KernelError::Unsupported(format!(
+                    "mixed operand dtypes ({})",
+                    t.dtype()
+                )))
+            }
+        }
+    }
+    Ok(arrays)
 }
 
 fn first_dtype(x: &[&Tensor]) -> Result<DType, KernelError> {

@@ -6,20 +6,43 @@ use super::DType;
 
 /// A shape: a list of positive dimensions; the empty shape is a scalar. Held inline up to rank
 /// 6, so that making and cloning a value's shape allocates nothing.
-#[derive(Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[derive(Debug, Eq, Serialize, Deserialize, Default)]
 #[serde(transparent)]
 pub struct Shape(pub Strides);
 
+/// The inline capacity of [`Strides`].
+const INLINE_RANK: usize = 6;
+
 impl Clone for Shape {
-    /// One copy of the dimensions (`SmallVec`'s own `clone` extends element by element, and
-    /// every value passed between nodes clones its shape).
+    /// The dimensions copied slot by slot into a fresh inline list: every value passed between
+    /// nodes clones its shape, and `SmallVec`'s own `clone` (or a `memcpy` of unknown length)
+    /// costs several times more for these few words.
     fn clone(&self) -> Shape {
-        Shape(Strides::from_slice(&self.0))
+        let dims = self.dims();
+        if dims.len() > INLINE_RANK {
+            return Shape(Strides::from_slice(dims));
+        }
+        let buf: [usize; INLINE_RANK] = std::array::from_fn(|i| dims.get(i).copied().unwrap_or(0));
+        Shape(Strides::from_buf_and_len(buf, dims.len()))
+    }
+}
+
+impl PartialEq for Shape {
+    /// Compared element by element: shapes are short, and a `memcmp` call costs more.
+    fn eq(&self, other: &Shape) -> bool {
+        let (a, b) = (self.dims(), other.dims());
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+    }
+}
+
+impl std::hash::Hash for Shape {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.dims().hash(state);
     }
 }
 
 /// Row-major strides, or any per-dimension list a kernel makes per call: inline up to rank 6.
-pub type Strides = smallvec::SmallVec<[usize; 6]>;
+pub type Strides = smallvec::SmallVec<[usize; INLINE_RANK]>;
 
 impl Shape {
     /// The largest element count a shape may have (a buffer of 8-byte elements stays addressable).

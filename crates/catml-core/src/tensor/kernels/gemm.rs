@@ -217,11 +217,16 @@ unsafe fn gemm_raw<T: Float>(
     let (m, k, n) = (a.rows, a.cols, b.cols);
     debug_assert_eq!(b.rows, k);
     if m * n * k <= DIRECT_GEMM_MAX {
+        let ((ars, acs), (brs, bcs)) = (a.strides(), b.strides());
         for i in 0..m {
             for j in 0..n {
+                // a[i, t] and b[t, j], stepping t by the column stride of A and row stride of B.
+                let (mut at, mut bt) = (i as isize * ars, j as isize * bcs);
                 let mut acc = T::zero();
-                for t in 0..k {
-                    acc = acc + a.data[a.at(i, t)] * b.data[b.at(t, j)];
+                for _ in 0..k {
+                    acc = acc + a.data[at as usize] * b.data[bt as usize];
+                    at += acs;
+                    bt += brs;
                 }
                 let dst = c.add(i * n + j);
                 dst.write(if accumulate { *dst + acc } else { acc });

@@ -249,6 +249,17 @@ pub fn broadcast<T: Element>(
     shape: &Shape,
     dims_map: &[usize],
 ) -> Result<Array<T>, AllocError> {
+    let (r, k, n) = (shape.rank(), a.dims().len(), shape.numel());
+    // A small operand filling the trailing axes (a bias broadcast over rows): copies of it,
+    // one after another, without the general strided walk's bookkeeping.
+    let trailing = k <= r && dims_map.iter().enumerate().all(|(i, &d)| d + k == r + i);
+    if trailing && a.dims() == &shape.dims()[r - k..] && n < PARALLEL_ELEMENTWISE_MIN {
+        let mut data = alloc::with_capacity(n)?;
+        for _ in 0..n / a.len() {
+            data.extend_from_slice(a.data());
+        }
+        return Ok(Array::from_parts(shape.clone(), data));
+    }
     let src_strides = a.shape().strides();
     let mut strides: Strides = smallvec::smallvec![0; shape.rank()];
     for (i, &d) in dims_map.iter().enumerate() {
@@ -263,6 +274,20 @@ pub fn broadcast<T: Element>(
 /// Sum over the given (sorted, distinct) axes, which are removed from the shape.
 pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Result<Array<T>, AllocError> {
     let dims = a.dims();
+    // Leading axes summed away (a bias gradient): each input row adds onto the whole result,
+    // row after row, as the general walk below adds them, without its bookkeeping.
+    // (A single sum per row is `sum_run`'s, below.)
+    let lead = axes.len();
+    let inner: usize = dims.get(lead..).map_or(0, |d| d.iter().product());
+    if inner > 1 && (0..lead).all(|i| axes.contains(&i)) {
+        let mut out = alloc::filled(inner, T::zero())?;
+        for row in a.data().chunks_exact(inner) {
+            for (y, v) in out.iter_mut().zip(row) {
+                *y = y.clone() + v.clone();
+            }
+        }
+        return Ok(Array::from_parts(Shape::from(&dims[lead..]), out));
+    }
     let out_shape = Shape(
         (0..dims.len())
             .filter(|i| !axes.contains(i))
@@ -407,6 +432,10 @@ pub fn concat<T: Element>(parts: &[&Array<T>], axis: usize) -> Result<Array<T>, 
 /// How many elements of `d` are NaN or infinite (a vectorised test first: almost every call
 /// finds none).
 pub fn count_non_finite<T: Float>(d: &[T]) -> usize {
+    // A short slice is counted in place: the call into the vectorised test costs more.
+    if d.len() < 16 {
+        return d.iter().filter(|x| !x.is_finite()).count();
+    }
     if T::any_non_finite(d) {
         d.iter().filter(|x| !x.is_finite()).count()
     } else {
@@ -519,6 +548,21 @@ mod tests {
         }
         let b = broadcast(&arr(&[], &[7.]), &Shape::new(vec![2, 3]), &[]).unwrap();
         assert_eq!(b.data(), &[7.; 6]);
+    }
+
+    #[test]
+    fn a_sum_over_leading_axes_adds_in_the_general_walk_s_order() {
+        // Magnitudes far apart make the order of addition visible; the unit axis in front
+        // sends the same sum through the general walk.
+        let data: Vec<f64> = (0..120)
+            .map(|i| if i % 7 == 0 { 1e16 } else { (i as f64) * 0.3 - 1.0 } * if i % 2 == 0 { 1.0 } else { -1.0 })
+            .collect();
+        let fast = sum_axes(&arr(&[40, 3], &data), &[0]).unwrap();
+        let general = sum_axes(&arr(&[1, 40, 3], &data), &[1]).unwrap();
+        assert_eq!(fast.dims(), &[3]);
+        assert_eq!(general.dims(), &[1, 3]);
+        let bits = |a: &Array<f64>| a.data().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&fast), bits(&general));
     }
 
     #[test]
