@@ -1,7 +1,7 @@
 //! Eval and value-and-grad (eval of the VJP program with all-ones seeds) of the peer workloads:
 //! the tied residual block at (2, 3) and (256, 512) and the 784-512-512-10 tanh MLP at batch
-//! 256, in f32 and f64, each by the compiled `Executable` and by the interpreter (planning every
-//! call). `cargo bench -p catml --bench ad`.
+//! 256, in f32 and f64, each by the compiled `Executable` (each call's results written over
+//! the last's) and by the interpreter (planning every call). `cargo bench -p catml --bench ad`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -13,9 +13,12 @@ fn bench(c: &mut Criterion) {
         if w.size != "2x3" {
             g.sample_size(20);
         }
-        g.bench_function("eval", |b| b.iter(|| w.eval()));
-        g.bench_function("value_and_grad", |b| b.iter(|| w.value_and_grad()));
         let options = catml::interp::EvalOptions::default();
+        let mut results = Vec::new();
+        g.bench_function("eval", |b| b.iter(|| w.eval_into(options, &mut results)));
+        g.bench_function("value_and_grad", |b| {
+            b.iter(|| w.value_and_grad_into(options, &mut results))
+        });
         g.bench_function("eval interpreted", |b| {
             b.iter(|| w.eval_interpreted(options))
         });

@@ -2,7 +2,8 @@
 //! `{"workload", "size", "dtype", "mode", "seconds", "flops"}` (flops of one call, by the cost
 //! interpreter), seconds per call being the median of
 //! repeated samples after a warm-up, each measurement taking about one second (`--quick`: a
-//! fifth of that, with fewer samples).
+//! fifth of that, with fewer samples). Each call writes its results over the previous call's
+//! (`Executable::run_into`), so their buffers are reused.
 //!
 //! `cargo run --release -q -p catml --example peer_timings [-- --quick] [--only WORKLOAD]
 //! [--size SIZE] [--dtype f32|f64] [--mode eval|value_and_grad] [--cpu] [--unchecked]
@@ -87,13 +88,20 @@ fn main() {
             }
             let program = if mode == "eval" { &w.program } else { &w.vjp };
             let flops = catml::interp::cost(program).flops;
-            let call = |w: &workloads::Workload| match (mode, interpreted) {
-                ("eval", false) => w.eval_with(options),
-                ("eval", true) => w.eval_interpreted(options),
-                (_, false) => w.value_and_grad_with(options),
-                (_, true) => w.value_and_grad_interpreted(options),
+            // Each call's results replace the previous call's, whose buffers it reuses, as a
+            // jitted JAX function's outputs replace the last ones in its allocator.
+            let mut results = Vec::new();
+            let call = |results: &mut Vec<_>| match (mode, interpreted) {
+                ("eval", false) => w.eval_into(options, results),
+                ("eval", true) => *results = w.eval_interpreted(options),
+                (_, false) => w.value_and_grad_into(options, results),
+                (_, true) => *results = w.value_and_grad_interpreted(options),
             };
-            let (seconds, cpu) = measure(|| drop(std::hint::black_box(call(&w))), budget, samples);
+            let step = || {
+                call(&mut results);
+                std::hint::black_box(&results);
+            };
+            let (seconds, cpu) = measure(step, budget, samples);
             let mut record = serde_json::json!({
                 "workload": w.workload,
                 "size": w.size,

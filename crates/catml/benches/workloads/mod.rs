@@ -51,23 +51,18 @@ impl Workload {
         }
     }
 
-    pub fn eval(&self) -> Vec<Tensor> {
-        self.eval_with(EvalOptions::default())
-    }
-
-    pub fn value_and_grad(&self) -> Vec<Tensor> {
-        self.value_and_grad_with(EvalOptions::default())
-    }
-
-    pub fn eval_with(&self, options: EvalOptions) -> Vec<Tensor> {
+    /// Evaluates into `results`, which held the previous call's results: their buffers serve
+    /// this call (`Executable::run_into`), the steady state of a program called repeatedly.
+    pub fn eval_into(&self, options: EvalOptions, results: &mut Vec<Tensor>) {
         self.compiled[0]
-            .run(&self.inputs, options)
+            .run_into(&self.inputs, options, results)
             .expect("evaluates")
     }
 
-    pub fn value_and_grad_with(&self, options: EvalOptions) -> Vec<Tensor> {
+    /// The VJP program on `vjp_args` into `results`, as `eval_into`.
+    pub fn value_and_grad_into(&self, options: EvalOptions, results: &mut Vec<Tensor>) {
         self.compiled[1]
-            .run(&self.vjp_args, options)
+            .run_into(&self.vjp_args, options, results)
             .expect("evaluates")
     }
 
