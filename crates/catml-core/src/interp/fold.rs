@@ -113,7 +113,8 @@ pub(crate) fn unshared(v: Tensor) -> Result<Tensor, AllocError> {
         if a.unique_data_mut().is_some() {
             return Ok(a);
         }
-        let data = alloc::collect(a.data().iter().copied())?;
+        let mut data = alloc::with_capacity(a.len())?;
+        data.extend_from_slice(a.data());
         Ok(Array::from_parts(a.shape().clone(), data))
     }
     Ok(match v {

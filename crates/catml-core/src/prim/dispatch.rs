@@ -1,8 +1,11 @@
 //! Shared pieces of primitive rules: operand checks and dtype dispatch of generic kernels.
 
+use std::mem::MaybeUninit;
+
 use smallvec::SmallVec;
 
 use crate::ir::{KernelError, Operands, TypeError};
+use crate::tensor::alloc::{self, AllocError};
 use crate::tensor::{kernels, Array, DType, Element, Float, RArray, Tensor, TensorType};
 
 /// Exactly `n` operands.
@@ -186,7 +189,7 @@ fn zip_arrays<T: Float, K: FloatZip>(
     mut b: Array<T>,
 ) -> Result<Array<T>, (Array<T>, Array<T>)> {
     if let Some(d) = a.unique_data_mut() {
-        kernels::for_each_piece_with(d, b.data(), |d, b| {
+        kernels::for_each_result_piece_with(d, b.data(), |d, b| {
             for (x, &y) in d.iter_mut().zip(b) {
                 *x = k.apply(*x, y);
             }
@@ -194,18 +197,29 @@ fn zip_arrays<T: Float, K: FloatZip>(
         return Ok(a);
     }
     if let Some(d) = b.unique_data_mut() {
-        kernels::for_each_piece_with(d, a.data(), |d, a| {
+        kernels::for_each_result_piece_with(d, a.data(), |d, a| {
             for (y, &x) in d.iter_mut().zip(a) {
                 *y = k.apply(x, *y);
             }
         });
         return Ok(b);
     }
+    match zip_new(k, &a, &b) {
+        Ok(out) => Ok(out),
+        Err(_) => Err((a, b)),
+    }
+}
+
+/// `k` elementwise on two float arrays of one shape, into a new buffer written in pieces across
+/// threads (the node's whole result: counted as written when evaluation asks).
+pub fn zip_new<T: Float, K: FloatZip>(
+    k: &K,
+    a: &Array<T>,
+    b: &Array<T>,
+) -> Result<Array<T>, AllocError> {
     let n = a.len();
-    let Ok(mut out) = crate::tensor::alloc::with_capacity(n) else {
-        return Err((a, b));
-    };
-    kernels::for_each_piece_at(&mut out.spare_capacity_mut()[..n], |d, at| {
+    let mut out = alloc::with_capacity(n)?;
+    kernels::for_each_result_piece_at(&mut out.spare_capacity_mut()[..n], |d, at| {
         let (a, b) = (&a.data()[at..at + d.len()], &b.data()[at..at + d.len()]);
         for ((o, &x), &y) in d.iter_mut().zip(a).zip(b) {
             o.write(k.apply(x, y));
@@ -213,7 +227,38 @@ fn zip_arrays<T: Float, K: FloatZip>(
     });
     // SAFETY: the pieces cover all n elements, and each was written.
     unsafe { out.set_len(n) };
-    Ok(Array::new(a.shape().clone(), out).expect("same length"))
+    Ok(Array::from_parts(a.shape().clone(), out))
+}
+
+/// `k` on a float array into a new buffer, in pieces across threads, each copied a block at a
+/// time and mapped in place while in cache (the node's whole result: counted as written when
+/// evaluation asks).
+pub fn map_new<T: Float, K: FloatMapInPlace>(k: &K, a: &Array<T>) -> Result<Array<T>, AllocError> {
+    const BLOCK: usize = 2048;
+    let n = a.len();
+    let mut out = alloc::with_capacity(n)?;
+    kernels::for_each_result_piece_at(&mut out.spare_capacity_mut()[..n], |d, at| {
+        for (i, d) in d.chunks_mut(BLOCK).enumerate() {
+            let src = &a.data()[at + i * BLOCK..][..d.len()];
+            for (o, &x) in d.iter_mut().zip(src) {
+                o.write(x);
+            }
+            // SAFETY: every element of `d` was written just above.
+            k.apply_all(unsafe { &mut *(d as *mut [MaybeUninit<T>] as *mut [T]) });
+        }
+    });
+    // SAFETY: the pieces cover all n elements, and each was written.
+    unsafe { out.set_len(n) };
+    Ok(Array::from_parts(a.shape().clone(), out))
+}
+
+/// Runs a ring zip on tensors of one dtype: floats by [`zip_new`], others by the ring kernel.
+pub fn eval_zip<K: FloatZip + RingKernel>(k: &K, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+    match x {
+        [Tensor::F32(a), Tensor::F32(b)] if a.shape() == b.shape() => Ok(zip_new(k, a, b)?.into()),
+        [Tensor::F64(a), Tensor::F64(b)] if a.shape() == b.shape() => Ok(zip_new(k, a, b)?.into()),
+        _ => eval_ring(k, x),
+    }
 }
 
 /// `k` elementwise on two float operands of one type, written into the buffer of whichever
@@ -250,14 +295,10 @@ pub fn zip_in_place<K: FloatZip>(k: &K, x: &mut Operands) -> Option<Tensor> {
 /// leaves the operand as it was when it is not a float, or when no copy can be had.
 pub fn map_in_place<K: FloatMapInPlace>(k: &K, x: &mut Operands) -> Option<Tensor> {
     fn run<T: Float, K: FloatMapInPlace>(k: &K, mut a: Array<T>) -> Result<Array<T>, Array<T>> {
-        if a.unique_data_mut().is_none() {
-            let Ok(copy) = crate::tensor::alloc::collect(a.data().iter().copied()) else {
-                return Err(a);
-            };
-            a = Array::new(a.shape().clone(), copy).expect("same length");
+        match a.unique_data_mut() {
+            Some(d) => kernels::for_each_result_piece(d, |d| k.apply_all(d)),
+            None => return map_new(k, &a).map_err(|_| a),
         }
-        let d = a.unique_data_mut().expect("a fresh buffer is unique");
-        kernels::for_each_piece(d, |d| k.apply_all(d));
         Ok(a)
     }
     if x.len() != 1 {

@@ -264,11 +264,6 @@ pub trait Float: Element + Copy + num_traits::Float + 'static {
     fn from_f64(x: f64) -> Self;
     fn to_f64(self) -> f64;
 
-    /// tanh of every element (vectorised for f32 and f64, see `fastmath`).
-    fn tanh_all(src: &[Self]) -> Vec<Self> {
-        src.iter().map(|x| x.tanh()).collect()
-    }
-
     /// tanh of every element, in place.
     fn tanh_assign(buf: &mut [Self]) {
         for v in buf {
@@ -284,9 +279,6 @@ pub trait Float: Element + Copy + num_traits::Float + 'static {
 
 impl Float for f32 {
     const DTYPE: DType = DType::F32;
-    fn tanh_all(src: &[f32]) -> Vec<f32> {
-        super::fastmath::tanh_f32_slice(src)
-    }
     fn tanh_assign(buf: &mut [f32]) {
         super::fastmath::tanh_f32_in_place(buf)
     }
@@ -305,9 +297,6 @@ impl Float for f32 {
 
 impl Float for f64 {
     const DTYPE: DType = DType::F64;
-    fn tanh_all(src: &[f64]) -> Vec<f64> {
-        super::fastmath::tanh_f64_slice(src)
-    }
     fn tanh_assign(buf: &mut [f64]) {
         super::fastmath::tanh_f64_in_place(buf)
     }

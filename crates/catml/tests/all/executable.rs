@@ -130,3 +130,79 @@ fn an_executable_checks_its_budget_on_every_call() {
     );
     assert!(exe.run(&args, EvalOptions::default()).is_ok());
 }
+
+/// Checks that the last node of `p` (its one output) fails with the count and first index a
+/// scan of its unchecked value finds, in the interpreter and the executable alike.
+fn fails_as_a_scan_would(p: Program, inputs: &[Tensor], op: &str) {
+    let unchecked = EvalOptions {
+        check_non_finite: false,
+        ..EvalOptions::default()
+    };
+    let value = interp::eval_with_options(&p, inputs, unchecked).unwrap()[0].to_f64_vec();
+    let bad: Vec<usize> = (0..value.len())
+        .filter(|&i| !value[i].is_finite())
+        .collect();
+    assert!(bad.len() > 1, "the case makes non-finite values");
+    let index = p.n_nodes() - 1;
+    let want = EvalError::NonFinite {
+        index,
+        name: p.nodes()[index].name.clone(),
+        op: op.to_string(),
+        count: bad.len(),
+        first: bad[0],
+    };
+    assert_eq!(interp::eval(&p, inputs).unwrap_err(), want);
+    let exe = Executable::new(p).unwrap();
+    for _ in 0..2 {
+        assert_eq!(exe.run(inputs, EvalOptions::default()).unwrap_err(), want);
+    }
+}
+
+#[test]
+fn elementwise_passes_count_their_non_finite_values_as_a_scan_would() {
+    // 300 x 200 elements are split across the threads and written in blocks; the values that
+    // overflow lie in several blocks and both pieces.
+    let dims = [300, 200];
+    let ty = TensorType::new(DType::F32, dims.to_vec());
+    let n = 300 * 200;
+    let x: Vec<f64> = (0..n)
+        .map(|i| {
+            if i % 7919 == 11 {
+                3.0e38
+            } else {
+                (i % 13) as f64 * 0.1
+            }
+        })
+        .collect();
+    let x = Tensor::from_f64s(DType::F32, dims.to_vec(), x).unwrap();
+    // exp of a caller's value: into a new buffer.
+    let mut b = Builder::new();
+    let v = b.input("x", ty.clone(), InputKind::Data).unwrap();
+    let e = b.exp(v).unwrap();
+    fails_as_a_scan_would(b.finish(&[e]).unwrap(), std::slice::from_ref(&x), "exp");
+    // add into a dying node value's own buffer, and of two caller's values into a new one.
+    let mut b = Builder::new();
+    let v = b.input("x", ty.clone(), InputKind::Data).unwrap();
+    let w = b.input("w", ty.clone(), InputKind::Data).unwrap();
+    let m = b.neg(v).unwrap();
+    let s = b.add(m, w).unwrap();
+    let minus = Tensor::from_f64s(
+        DType::F32,
+        dims.to_vec(),
+        x.to_f64_vec().iter().map(|v| -v).collect(),
+    )
+    .unwrap();
+    fails_as_a_scan_would(b.finish(&[s]).unwrap(), &[x.clone(), minus.clone()], "add");
+    let mut b = Builder::new();
+    let v = b.input("x", ty.clone(), InputKind::Data).unwrap();
+    let s = b.add(v, v).unwrap();
+    fails_as_a_scan_would(b.finish(&[s]).unwrap(), std::slice::from_ref(&x), "add");
+    // tanh_pullback u (1 - y²), where y² overflows, into the dying u's buffer.
+    let mut b = Builder::new();
+    let y = b.input("y", ty.clone(), InputKind::Data).unwrap();
+    let u = b.input("u", ty, InputKind::Data).unwrap();
+    let m = b.neg(u).unwrap();
+    let t = b.tanh_pullback(y, m).unwrap();
+    let ones = Tensor::from_f64s(DType::F32, dims.to_vec(), vec![1.0; n]).unwrap();
+    fails_as_a_scan_would(b.finish(&[t]).unwrap(), &[x, ones], "tanh_pullback");
+}

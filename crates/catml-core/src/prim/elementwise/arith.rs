@@ -10,7 +10,7 @@ use super::unary_rows::base;
 use super::{Binary, Domain, Unary};
 use crate::ir::{Builder, Fragment, KernelError, Operands, Prim, RuleError, Var};
 use crate::prim::dispatch::{
-    eval_ring, map_in_place, zip_in_place, FloatMapInPlace, FloatZip, RingKernel,
+    eval_ring, eval_zip, map_in_place, zip_in_place, FloatMapInPlace, FloatZip, RingKernel,
 };
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, Float, Tensor};
@@ -81,7 +81,7 @@ impl FloatMapInPlace for NegK {
 macro_rules! zip_kernel {
     ($k:ident) => {
         Some(TensorKernel {
-            borrowed: |x: &[&Tensor]| eval_ring(&$k, x),
+            borrowed: |x: &[&Tensor]| eval_zip(&$k, x),
             owned: |x: &mut Operands| zip_in_place(&$k, x),
         })
     };

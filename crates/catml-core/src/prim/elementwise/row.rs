@@ -310,7 +310,7 @@ impl Unary {
         let (f, a) = (self.row.f, &self.attrs[..]);
         match x.unique_data_mut() {
             Some(d) => {
-                kernels::for_each_piece(d, |d| {
+                kernels::for_each_result_piece(d, |d| {
                     for v in d {
                         *v = T::from_f64(f(v.to_f64(), a));
                     }
@@ -514,6 +514,11 @@ impl Primitive for Unary {
                 .map(|()| x[0].map(|v| f(v, &self.attrs))),
         )
     }
+    /// The in-place and zipped float passes count the result as they write it
+    /// (`kernels::for_each_result_piece`); other paths leave it to evaluation's scan.
+    fn counts_non_finite(&self) -> bool {
+        true
+    }
     fn has_rational_eval(&self) -> bool {
         self.row.exact.is_some()
     }
@@ -715,6 +720,11 @@ impl Primitive for Binary {
         Some(Ok(
             Array::new(x[0].shape().clone(), data.collect()).expect("same length")
         ))
+    }
+    /// The in-place and zipped float passes count the result as they write it
+    /// (`kernels::for_each_result_piece`); other paths leave it to evaluation's scan.
+    fn counts_non_finite(&self) -> bool {
+        true
     }
     fn has_rational_eval(&self) -> bool {
         self.row.exact.is_some()

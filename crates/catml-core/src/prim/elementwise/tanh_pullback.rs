@@ -87,6 +87,10 @@ impl Primitive for TanhPullback {
             None => self.eval(&operand_refs(x)),
         }
     }
+    /// The zipped pass counts the result as it writes it (`dispatch::zip_in_place`).
+    fn counts_non_finite(&self) -> bool {
+        true
+    }
     fn has_rational_eval(&self) -> bool {
         true
     }

@@ -12,9 +12,9 @@ use super::row::{RowBudget, TensorKernel, UnaryDerivative, UnaryRow};
 use super::unary_rows::base;
 use super::{Domain, Interval, Unary};
 use crate::ir::{Builder, Fragment, KernelError, Operands, RuleKind, TypeError, Var};
-use crate::prim::dispatch::{eval_float, map_in_place, FloatKernel, FloatMapInPlace};
+use crate::prim::dispatch::{eval_float, map_in_place, map_new, FloatKernel, FloatMapInPlace};
 use crate::prim::Ops;
-use crate::tensor::{kernels, Array, Float, Rational, Tensor};
+use crate::tensor::{Array, Float, Rational, Tensor};
 
 /// A float map of the operand's own dtype, in place or into a copy.
 macro_rules! float_map {
@@ -22,7 +22,7 @@ macro_rules! float_map {
         struct $ty;
         impl FloatKernel for $ty {
             fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-                Ok(kernels::map_copy(x[0], |$v: T| $body)?)
+                Ok(map_new(self, x[0])?)
             }
         }
         impl FloatMapInPlace for $ty {
@@ -69,7 +69,7 @@ struct TanhK;
 
 impl FloatKernel for TanhK {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(Array::new(x[0].shape().clone(), T::tanh_all(x[0].data())).expect("same length"))
+        Ok(map_new(self, x[0])?)
     }
 }
 

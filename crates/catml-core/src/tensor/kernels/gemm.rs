@@ -215,18 +215,28 @@ unsafe fn gemm_raw<T: Float>(
 ) {
     use rayon::prelude::*;
     let (m, k, n) = (a.rows, a.cols, b.cols);
-    debug_assert_eq!(b.rows, k);
+    // Both paths below read the views unchecked, so they must lie inside their buffers.
+    assert!(
+        b.rows == k && a.data.len() >= m * k && b.data.len() >= k * n,
+        "matrix views of ({m}, {k}) and ({}, {n}) over buffers of {} and {}",
+        b.rows,
+        a.data.len(),
+        b.data.len()
+    );
     if m * n * k <= DIRECT_GEMM_MAX {
         let ((ars, acs), (brs, bcs)) = (a.strides(), b.strides());
+        let (pa, pb) = (a.data.as_ptr(), b.data.as_ptr());
         for i in 0..m {
             for j in 0..n {
-                // a[i, t] and b[t, j], stepping t by the column stride of A and row stride of B.
-                let (mut at, mut bt) = (i as isize * ars, j as isize * bcs);
+                // a[i, t] and b[t, j], stepping t by the column stride of A and row stride of
+                // B; the views lie inside their buffers, as the crate's path below assumes.
+                let (mut at, mut bt) = (pa.offset(i as isize * ars), pb.offset(j as isize * bcs));
                 let mut acc = T::zero();
                 for _ in 0..k {
-                    acc = acc + a.data[at as usize] * b.data[bt as usize];
-                    at += acs;
-                    bt += brs;
+                    acc = acc + *at * *bt;
+                    // One step past the last element is never read.
+                    at = at.wrapping_offset(acs);
+                    bt = bt.wrapping_offset(brs);
                 }
                 let dst = c.add(i * n + j);
                 dst.write(if accumulate { *dst + acc } else { acc });

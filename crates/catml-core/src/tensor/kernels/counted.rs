@@ -1,0 +1,159 @@
+//! Elementwise passes that write a node's whole result and, when evaluation asks for the
+//! result's non-finite count (`tensor::checked`), count it block by block right after writing
+//! each block, while it is in cache, instead of leaving evaluation a pass of its own. The
+//! operation must be elementwise: it is applied to blocks of the pieces the plain passes use.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::{count_non_finite, for_each_piece, for_each_piece_at, for_each_piece_with};
+use crate::tensor::{checked, Float};
+
+/// Elements written and then counted at a time (16 KiB of f64: well inside L1).
+const BLOCK: usize = 2048;
+
+/// Runs `pass(count)` for the node's result: with `count` adding up the blocks' counts when
+/// evaluation asked for one (and the total reported), else with no counting.
+fn answering(pass: impl FnOnce(Option<&AtomicUsize>)) {
+    match checked::asked() {
+        Some(request) => {
+            let found = AtomicUsize::new(0);
+            pass(Some(&found));
+            request.counted(found.into_inner());
+        }
+        None => pass(None),
+    }
+}
+
+fn add(found: &AtomicUsize, n: usize) {
+    if n > 0 {
+        found.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// [`for_each_piece`] over a node's whole result, counted when asked.
+pub fn for_each_result_piece<T: Float>(a: &mut [T], f: impl Fn(&mut [T]) + Sync) {
+    answering(|found| match found {
+        None => for_each_piece(a, f),
+        Some(found) => for_each_piece(a, |piece| {
+            let n = piece.chunks_mut(BLOCK).map(|b| {
+                f(b);
+                count_non_finite(b)
+            });
+            add(found, n.sum());
+        }),
+    })
+}
+
+/// [`for_each_piece_with`] over a node's whole result `a`, counted when asked.
+pub fn for_each_result_piece_with<T: Float, U: Sync>(
+    a: &mut [T],
+    b: &[U],
+    f: impl Fn(&mut [T], &[U]) + Sync,
+) {
+    answering(|found| match found {
+        None => for_each_piece_with(a, b, f),
+        Some(found) => for_each_piece_with(a, b, |piece, other| {
+            let n = piece
+                .chunks_mut(BLOCK)
+                .zip(other.chunks(BLOCK))
+                .map(|(x, y)| {
+                    f(x, y);
+                    count_non_finite(x)
+                });
+            add(found, n.sum());
+        }),
+    })
+}
+
+/// [`for_each_piece_at`] over a node's whole, uninitialised result, counted when asked; `f`
+/// must write every element of the piece it is given.
+pub fn for_each_result_piece_at<T: Float>(
+    a: &mut [MaybeUninit<T>],
+    f: impl Fn(&mut [MaybeUninit<T>], usize) + Sync,
+) {
+    answering(|found| match found {
+        None => for_each_piece_at(a, f),
+        Some(found) => for_each_piece_at(a, |piece, at| {
+            let n = piece.chunks_mut(BLOCK).enumerate().map(|(i, b)| {
+                f(b, at + i * BLOCK);
+                // SAFETY: `f` wrote every element of `b`.
+                count_non_finite(unsafe { &*(b as *const [MaybeUninit<T>] as *const [T]) })
+            });
+            add(found, n.sum());
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `pass` as a node's kernel asked for its count.
+    fn asked(pass: impl FnOnce()) -> Option<usize> {
+        checked::asking(pass).1
+    }
+
+    #[test]
+    fn a_pass_counts_what_it_wrote_across_blocks_and_pieces() {
+        // Long enough for several blocks and, with two threads, two pieces.
+        let n = 5 * BLOCK + 7;
+        let mut a: Vec<f64> = (0..n).map(|i| i as f64).collect();
+        let count = asked(|| {
+            for_each_result_piece(&mut a, |d| {
+                for v in d {
+                    *v = if *v as usize % 1000 == 3 {
+                        f64::NAN
+                    } else {
+                        *v * 2.0
+                    };
+                }
+            })
+        });
+        assert_eq!(count, Some(n.div_ceil(1000)));
+        assert_eq!(a[4], 8.0);
+        assert!(a[1003].is_nan());
+    }
+
+    #[test]
+    fn zipped_and_fresh_results_are_counted_and_written_whole() {
+        let n = 3 * BLOCK + 1;
+        let b: Vec<f32> = (0..n).map(|i| if i == n - 1 { 0.0 } else { 1.0 }).collect();
+        let mut a = vec![1.0f32; n];
+        let count = asked(|| {
+            for_each_result_piece_with(&mut a, &b, |x, y| {
+                for (x, &y) in x.iter_mut().zip(y) {
+                    *x /= y;
+                }
+            })
+        });
+        assert_eq!(count, Some(1));
+        assert_eq!(a[..n - 1], vec![1.0f32; n - 1][..]);
+        let mut fresh = vec![MaybeUninit::<f32>::uninit(); n];
+        let count = asked(|| {
+            for_each_result_piece_at(&mut fresh, |d, at| {
+                for (i, v) in d.iter_mut().enumerate() {
+                    v.write(if at + i == BLOCK {
+                        f32::INFINITY
+                    } else {
+                        (at + i) as f32
+                    });
+                }
+            })
+        });
+        assert_eq!(count, Some(1));
+        // SAFETY: the pass wrote every element.
+        assert_eq!(
+            unsafe { fresh[BLOCK + 1].assume_init() },
+            (BLOCK + 1) as f32
+        );
+    }
+
+    #[test]
+    fn unasked_passes_count_nothing() {
+        let mut a = vec![f64::NAN; 10];
+        for_each_result_piece(&mut a, |d| d.iter_mut().for_each(|v| *v = 1.0));
+        assert_eq!(a, vec![1.0; 10]);
+        assert_eq!(asked(|| ()), None);
+    }
+}
