@@ -307,7 +307,7 @@ fn run_nodes(
         // (`tensor::checked`); otherwise the result is scanned here.
         let ((out, slot), counted) = if !check {
             (kernel(&mut args, env)?, Some(0))
-        } else if node.prim.counts_non_finite() {
+        } else if node.prim.counts_non_finite(&node.ty) {
             let (made, counted) = checked::asking(|| kernel(&mut args, env));
             (made?, counted)
         } else {

@@ -516,8 +516,8 @@ impl Primitive for Unary {
     }
     /// The in-place and zipped float passes count the result as they write it
     /// (`kernels::for_each_result_piece`); other paths leave it to evaluation's scan.
-    fn counts_non_finite(&self) -> bool {
-        true
+    fn counts_non_finite(&self, output: &TensorType) -> bool {
+        output.numel() >= kernels::COUNTED_MIN
     }
     fn has_rational_eval(&self) -> bool {
         self.row.exact.is_some()
@@ -723,8 +723,8 @@ impl Primitive for Binary {
     }
     /// The in-place and zipped float passes count the result as they write it
     /// (`kernels::for_each_result_piece`); other paths leave it to evaluation's scan.
-    fn counts_non_finite(&self) -> bool {
-        true
+    fn counts_non_finite(&self, output: &TensorType) -> bool {
+        output.numel() >= kernels::COUNTED_MIN
     }
     fn has_rational_eval(&self) -> bool {
         self.row.exact.is_some()

@@ -88,8 +88,8 @@ impl Primitive for TanhPullback {
         }
     }
     /// The zipped pass counts the result as it writes it (`dispatch::zip_in_place`).
-    fn counts_non_finite(&self) -> bool {
-        true
+    fn counts_non_finite(&self, output: &TensorType) -> bool {
+        output.numel() >= kernels::COUNTED_MIN
     }
     fn has_rational_eval(&self) -> bool {
         true

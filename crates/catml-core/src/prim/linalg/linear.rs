@@ -84,7 +84,7 @@ impl Primitive for Linear {
         *dims.last_mut().expect("rank >= 1") = out;
         Ok(TensorType::new(x.dtype, dims))
     }
-    fn counts_non_finite(&self) -> bool {
+    fn counts_non_finite(&self, _output: &TensorType) -> bool {
         true
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {

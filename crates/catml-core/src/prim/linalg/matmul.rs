@@ -130,7 +130,7 @@ impl Primitive for MatMul {
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
     }
-    fn counts_non_finite(&self) -> bool {
+    fn counts_non_finite(&self, _output: &TensorType) -> bool {
         true
     }
     fn adds_into(&self, inputs: &[TensorType]) -> bool {

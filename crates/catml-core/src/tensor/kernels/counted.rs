@@ -12,10 +12,20 @@ use crate::tensor::{checked, Float};
 /// Elements written and then counted at a time (16 KiB of f64: well inside L1).
 const BLOCK: usize = 2048;
 
-/// Runs `pass(count)` for the node's result: with `count` adding up the blocks' counts when
-/// evaluation asked for one (and the total reported), else with no counting.
-fn answering(pass: impl FnOnce(Option<&AtomicUsize>)) {
-    match checked::asked() {
+/// The fewest elements a result must have for these passes to count it: a smaller one is left
+/// to evaluation's scan, which costs less than asking.
+pub const COUNTED_MIN: usize = BLOCK;
+
+/// Runs `pass(count)` for the node's result of `len` elements: with `count` adding up the
+/// blocks' counts when evaluation asked for one (and the total reported), else with no
+/// counting. A result smaller than [`COUNTED_MIN`] is left to evaluation's scan.
+fn answering(len: usize, pass: impl FnOnce(Option<&AtomicUsize>)) {
+    let request = if len < COUNTED_MIN {
+        None
+    } else {
+        checked::asked()
+    };
+    match request {
         Some(request) => {
             let found = AtomicUsize::new(0);
             pass(Some(&found));
@@ -33,7 +43,7 @@ fn add(found: &AtomicUsize, n: usize) {
 
 /// [`for_each_piece`] over a node's whole result, counted when asked.
 pub fn for_each_result_piece<T: Float>(a: &mut [T], f: impl Fn(&mut [T]) + Sync) {
-    answering(|found| match found {
+    answering(a.len(), |found| match found {
         None => for_each_piece(a, f),
         Some(found) => for_each_piece(a, |piece| {
             let n = piece.chunks_mut(BLOCK).map(|b| {
@@ -51,7 +61,7 @@ pub fn for_each_result_piece_with<T: Float, U: Sync>(
     b: &[U],
     f: impl Fn(&mut [T], &[U]) + Sync,
 ) {
-    answering(|found| match found {
+    answering(a.len(), |found| match found {
         None => for_each_piece_with(a, b, f),
         Some(found) => for_each_piece_with(a, b, |piece, other| {
             let n = piece
@@ -72,7 +82,7 @@ pub fn for_each_result_piece_at<T: Float>(
     a: &mut [MaybeUninit<T>],
     f: impl Fn(&mut [MaybeUninit<T>], usize) + Sync,
 ) {
-    answering(|found| match found {
+    answering(a.len(), |found| match found {
         None => for_each_piece_at(a, f),
         Some(found) => for_each_piece_at(a, |piece, at| {
             let n = piece.chunks_mut(BLOCK).enumerate().map(|(i, b)| {
@@ -150,10 +160,11 @@ mod tests {
     }
 
     #[test]
-    fn unasked_passes_count_nothing() {
+    fn unasked_and_small_passes_count_nothing() {
         let mut a = vec![f64::NAN; 10];
         for_each_result_piece(&mut a, |d| d.iter_mut().for_each(|v| *v = 1.0));
         assert_eq!(a, vec![1.0; 10]);
-        assert_eq!(asked(|| ()), None);
+        let small = asked(|| for_each_result_piece(&mut a, |d| d.fill(f64::NAN)));
+        assert_eq!(small, None, "left to the scan");
     }
 }

@@ -6,7 +6,9 @@ use std::mem::MaybeUninit;
 mod counted;
 mod gemm;
 
-pub use counted::{for_each_result_piece, for_each_result_piece_at, for_each_result_piece_with};
+pub use counted::{
+    for_each_result_piece, for_each_result_piece_at, for_each_result_piece_with, COUNTED_MIN,
+};
 pub use gemm::{
     gemm, gemm_batched, gemm_into, gemm_into_result, gemm_into_serial, gemm_result, matmul_generic,
     MatRef,
