@@ -18,7 +18,7 @@ use crate::ir::{
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{
-    eval_float, eval_ring_rational, same_float_pair, zip_in_place, FloatKernel, FloatZip,
+    eval_float, eval_ring_rational, same_float_pair, zip_in_place, zip_new, FloatKernel, FloatZip,
     RingKernel,
 };
 use crate::prim::Ops;
@@ -43,7 +43,7 @@ impl FloatZip for TanhPullback {
 
 impl FloatKernel for TanhPullback {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(kernels::zip_with(x[0], x[1], |y, u| self.apply(y, u))?)
+        Ok(zip_new(self, x[0], x[1])?)
     }
 }
 
@@ -87,7 +87,8 @@ impl Primitive for TanhPullback {
             None => self.eval(&operand_refs(x)),
         }
     }
-    /// The zipped pass counts the result as it writes it (`dispatch::zip_in_place`).
+    /// The zipped passes count the result as they write it (`dispatch::zip_in_place`,
+    /// `zip_new`).
     fn counts_non_finite(&self, output: &TensorType) -> bool {
         output.numel() >= kernels::COUNTED_MIN
     }
