@@ -219,8 +219,8 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
     }
 
     /// Whether the kernel counts the non-finite values of its result, of type `output`, as it
-    /// writes them, when evaluation asks (`tensor::checked`): evaluation then asks this node's kernel
-    /// only, and scans the results of every other node itself.
+    /// writes them, when evaluation asks (`tensor::checked`): evaluation then asks this node's
+    /// kernel only, and scans the results of every other node itself.
     fn counts_non_finite(&self, _output: &TensorType) -> bool {
         false
     }

@@ -558,9 +558,15 @@ mod tests {
     fn a_sum_over_leading_axes_adds_in_the_general_walk_s_order() {
         // Magnitudes far apart make the order of addition visible; the unit axis in front
         // sends the same sum through the general walk.
-        let data: Vec<f64> = (0..120)
-            .map(|i| if i % 7 == 0 { 1e16 } else { (i as f64) * 0.3 - 1.0 } * if i % 2 == 0 { 1.0 } else { -1.0 })
-            .collect();
+        let sign = |i: usize| if i % 2 == 0 { 1.0 } else { -1.0 };
+        let size = |i: usize| {
+            if i % 7 == 0 {
+                1e16
+            } else {
+                i as f64 * 0.3 - 1.0
+            }
+        };
+        let data: Vec<f64> = (0..120).map(|i| sign(i) * size(i)).collect();
         let fast = sum_axes(&arr(&[40, 3], &data), &[0]).unwrap();
         let general = sum_axes(&arr(&[1, 40, 3], &data), &[1]).unwrap();
         assert_eq!(fast.dims(), &[3]);
