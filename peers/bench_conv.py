@@ -136,9 +136,10 @@ def run_peers(budget, samples):
     return records
 
 
-def run_catml():
+def run_catml(quick):
     """Return (records, error)."""
-    cmd = os.environ.get("CATML_CONV_TIMINGS_CMD", DEFAULT_CATML_CMD)
+    cmd = os.environ.get("CATML_CONV_TIMINGS_CMD",
+                         DEFAULT_CATML_CMD + (" -- --quick" if quick else ""))
     print(f"running CatML timings: {cmd}", file=sys.stderr)
     try:
         proc = subprocess.run(shlex.split(cmd), cwd=common.REPO_ROOT, capture_output=True,
@@ -219,7 +220,7 @@ def main():
 
     machine = common.machine_info()
     peers = run_peers(budget, samples)
-    catml, catml_error = run_catml()
+    catml, catml_error = run_catml(args.quick)
     if catml_error:
         print(f"CatML timings unavailable: {catml_error}", file=sys.stderr)
     report(machine, peers, catml, catml_error, args.gemm)
