@@ -5,6 +5,8 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
+// The Adam step serves the fused-pass bench.
+#[allow(dead_code)]
 mod workloads;
 
 fn bench(c: &mut Criterion) {

@@ -1,8 +1,9 @@
 use std::collections::BTreeMap;
 
 use super::budget::Bytes;
-use super::fold::{unshared, Step};
-use super::plan::EvalPlan;
+use super::fold::unshared;
+use super::fuse::run_group;
+use super::plan::{EvalPlan, Step};
 use crate::ir::{operand_refs, KernelError, Operands, Program, Var};
 use crate::tensor::{checked, Tensor, TensorType};
 
@@ -229,17 +230,29 @@ fn run_nodes(
     for (i, node) in p.nodes().iter().enumerate() {
         let step = plan.steps.get(i).copied().unwrap_or(Step::Eval);
         let ops = &node.operands;
-        if step == Step::Made {
+        let check = options.check_non_finite;
+        match step {
             // The value was added into by an earlier node; only its operands' deaths are left.
-            free_dying(env, ops, last, i);
-            continue;
+            Step::Made => {
+                free_dying(env, ops, last, i);
+                continue;
+            }
+            // Run, and its operands read, by its group's pass.
+            Step::Within => continue,
+            Step::Fused(g) => {
+                let group = plan.groups.get(g).ok_or(EvalError::ForeignPlan)?;
+                let value = run_group(p, group, env, check, report.as_deref_mut())?;
+                env[n_in + i] = Some(value);
+                for e in &group.externals {
+                    if last[e.index()] == Some(i) {
+                        env[e.index()] = None;
+                    }
+                }
+                continue;
+            }
+            Step::Eval | Step::AddInto { .. } => {}
         }
-        let fail = |source| EvalError::Kernel {
-            index: i,
-            name: node.name.clone(),
-            op: node.prim.name().to_string(),
-            source,
-        };
+        let fail = |source| kernel_error(p, i, source);
         // The buffer a folded sum's product adds into, taken before the operands are read.
         let added = match step {
             Step::AddInto { addend, take, sum } => {
@@ -272,22 +285,14 @@ fn run_nodes(
             } else {
                 held(env, ops)?
             };
-            let elements = node.prim.convention_points(&refs);
-            if elements > 0 {
-                r.conventions.push(ConventionHit {
-                    index: i,
-                    name: node.name.clone(),
-                    op: node.prim.name().to_string(),
-                    convention: node.prim.rule().to_string(),
-                    elements,
-                });
-            }
+            r.conventions
+                .extend(convention_hit(p, i, node.prim.convention_points(&refs)));
         }
         // Copies of node results (checked when made) need no second scan; program inputs
         // are not checked until a node reads them, so copies of those are.
         let copies_checked =
             node.prim.copies_operand_values() && node.operands.iter().all(|o| o.index() >= n_in);
-        let check = options.check_non_finite && !copies_checked;
+        let check = check && !copies_checked;
         let kernel = move |args: &mut Operands, env: &[Option<Tensor>]| match added {
             Some((mut out, slot)) => {
                 node.prim
@@ -323,21 +328,15 @@ fn run_nodes(
         }
         let bad = counted.unwrap_or_else(|| out.count_non_finite());
         if bad > 0 {
-            let first = out
-                .to_f64_vec()
-                .iter()
-                .position(|v| !v.is_finite())
-                .unwrap_or(0);
-            return Err(EvalError::NonFinite {
-                index: i,
-                name: node.name.clone(),
-                op: node.prim.name().to_string(),
-                count: bad,
-                first,
-            });
+            return Err(non_finite(p, i, &out, bad));
         }
         env[slot] = Some(out);
         free_dying(env, ops, last, i);
+    }
+    // A fused pass reports its nodes' conventions when it runs; the report lists them in
+    // program order, as the interpreter finds them.
+    if let Some(r) = report.filter(|_| !plan.groups.is_empty()) {
+        r.conventions.sort_by_key(|hit| hit.index);
     }
     results.reserve(p.outputs().len());
     for (k, o) in p.outputs().iter().enumerate() {
@@ -352,6 +351,46 @@ fn run_nodes(
         results.push(value);
     }
     Ok(())
+}
+
+/// The error of node `i`'s kernel.
+pub(super) fn kernel_error(p: &Program, i: usize, source: KernelError) -> EvalError {
+    let node = &p.nodes()[i];
+    EvalError::Kernel {
+        index: i,
+        name: node.name.clone(),
+        op: node.prim.name().to_string(),
+        source,
+    }
+}
+
+/// The error of node `i`'s value `out`, of which `count` elements are not finite.
+pub(super) fn non_finite(p: &Program, i: usize, out: &Tensor, count: usize) -> EvalError {
+    let node = &p.nodes()[i];
+    let first = out
+        .to_f64_vec()
+        .iter()
+        .position(|v| !v.is_finite())
+        .unwrap_or(0);
+    EvalError::NonFinite {
+        index: i,
+        name: node.name.clone(),
+        op: node.prim.name().to_string(),
+        count,
+        first,
+    }
+}
+
+/// The report's entry for node `i`, where `elements` (if any) sat at its rule's convention.
+pub(super) fn convention_hit(p: &Program, i: usize, elements: usize) -> Option<ConventionHit> {
+    let node = &p.nodes()[i];
+    (elements > 0).then(|| ConventionHit {
+        index: i,
+        name: node.name.clone(),
+        op: node.prim.name().to_string(),
+        convention: node.prim.rule().to_string(),
+        elements,
+    })
 }
 
 /// Borrows of the values of `ops`, for a kernel that reads them where they are held.

@@ -53,6 +53,9 @@ fn empty_reuse(plan: &EvalPlan) -> Reuse {
 pub struct Executable {
     program: Program,
     plan: EvalPlan,
+    /// The plan without folded sums or fused passes: what a call that reports conventions, or
+    /// that failed and looks again for the interpreter's error, follows.
+    plain: EvalPlan,
     reuse: Mutex<Reuse>,
 }
 
@@ -62,6 +65,7 @@ impl Clone for Executable {
         Executable {
             program: self.program.clone(),
             plan: self.plan.clone(),
+            plain: self.plain.clone(),
             reuse: Mutex::new(empty_reuse(&self.plan)),
         }
     }
@@ -71,11 +75,13 @@ impl Executable {
     /// Plans `program`; a node whose value alone is too large is an error
     /// ([`EvalPlan::new`]).
     pub fn new(program: Program) -> Result<Executable, EvalError> {
-        let plan = EvalPlan::new(&program)?.folding_sums(&program);
+        let plain = EvalPlan::new(&program)?;
+        let plan = plain.clone().folding_sums(&program).fusing_passes(&program);
         Ok(Executable {
             reuse: Mutex::new(empty_reuse(&plan)),
             program,
             plan,
+            plain,
         })
     }
 
@@ -117,9 +123,9 @@ impl Executable {
         Ok((results, report))
     }
 
-    /// One evaluation on the plan. A folded sum is checked where its product runs, so a
-    /// non-finite value is looked for again without folding: the error then names the node
-    /// the interpreter names.
+    /// One evaluation on the plan. A folded sum is checked where its product runs, and a fused
+    /// pass where its last node runs, so after a non-finite value or a kernel's error the call
+    /// is made again on the plain plan: the error then names the node the interpreter names.
     fn call(
         &self,
         inputs: &[Tensor],
@@ -140,12 +146,13 @@ impl Executable {
                 )
             })
         };
+        let rewritten = self.plan.folded_sums() > 0 || self.plan.fused_passes() > 0;
         match once(&self.plan, report.as_deref_mut(), results) {
-            Err(EvalError::NonFinite { .. }) if self.plan.folded_sums() > 0 => {
+            Err(EvalError::NonFinite { .. } | EvalError::Kernel { .. }) if rewritten => {
                 if let Some(r) = report.as_deref_mut() {
                     *r = EvalReport::default();
                 }
-                once(&self.plan.unfolded(), report, results)
+                once(&self.plain, report, results)
             }
             done => done,
         }

@@ -3,21 +3,10 @@
 //! copy of it), as a GEMM accumulates into its destination; `s` then needs no pass of its own,
 //! and `p` is never held (`docs/memory.md`, "Folded sums").
 
+use super::plan::Step;
 use crate::ir::{Program, Var};
 use crate::tensor::alloc::{self, AllocError};
 use crate::tensor::{Array, Float, Tensor};
-
-/// What evaluation does at a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
-    /// Runs the node's kernel.
-    Eval,
-    /// Adds the node's result into the value of `addend` (taken when `take`, else copied),
-    /// which becomes the value of node `sum`.
-    AddInto { addend: Var, take: bool, sum: usize },
-    /// Nothing: the value was made earlier, by the node that added into it.
-    Made,
-}
 
 /// The step of each node of `p`, given each value's last reader (`plan::dying`): a sum is
 /// folded into the node making one operand when that operand is read only by the sum, is not

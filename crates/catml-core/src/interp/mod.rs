@@ -8,7 +8,8 @@
 //!   bytes, checked against the [memory budget](set_memory_budget) before anything is
 //!   allocated);
 //! - [`Executable`]: a program planned once, keeping its value buffers between calls, with
-//!   sums folded into the products that feed them (`fold`);
+//!   sums folded into the products that feed them (`fold`) and chains of elementwise nodes
+//!   run as one pass each (`fuse`);
 //! - `rational`: exact values over arbitrary-precision rationals.
 
 mod budget;
@@ -16,6 +17,7 @@ mod cost;
 mod eval;
 mod executable;
 mod fold;
+mod fuse;
 mod params;
 mod plan;
 mod rational;

@@ -3,8 +3,26 @@
 
 use super::budget::budget_for;
 use super::eval::{EvalError, MAX_VALUE_BYTES};
-use super::fold::{fold_sums, steps_fit, Step};
+use super::fold::{fold_sums, steps_fit};
+use super::fuse::{fuse_groups, Group};
 use crate::ir::{Program, Var};
+
+/// What evaluation does at a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Runs the node's kernel.
+    Eval,
+    /// Adds the node's result into the value of `addend` (taken when `take`, else copied),
+    /// which becomes the value of node `sum` (`fold.rs`).
+    AddInto { addend: Var, take: bool, sum: usize },
+    /// Nothing: the value was made earlier, by the node that added into it.
+    Made,
+    /// Runs the fused pass of this group of the plan, of which the node is the root
+    /// (`fuse.rs`).
+    Fused(usize),
+    /// Nothing: the node runs inside its group's fused pass, and its value is never held.
+    Within,
+}
 
 /// The largest total of live values while evaluating in order, and where it is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,8 +59,11 @@ pub struct EvalPlan {
     peak: Peak,
     /// The program's input, node and operand counts, to refuse a plan made for another.
     shape: (usize, usize, usize),
-    /// What to do at each node, when sums are folded (`fold.rs`); empty: run every kernel.
+    /// What to do at each node, when sums are folded (`fold.rs`) or passes fused (`fuse.rs`);
+    /// empty: run every kernel.
     pub(crate) steps: Vec<Step>,
+    /// The fused passes that `Step::Fused` names.
+    pub(crate) groups: Vec<Group>,
 }
 
 fn shape_of(p: &Program) -> (usize, usize, usize) {
@@ -67,10 +88,11 @@ impl EvalPlan {
         }
         let last = dying(p);
         Ok(EvalPlan {
-            peak: peak_of(p, &last),
+            peak: peak_of(p, &last, &[]),
             last,
             shape: shape_of(p),
             steps: Vec::new(),
+            groups: Vec::new(),
         })
     }
 
@@ -86,17 +108,62 @@ impl EvalPlan {
         self
     }
 
+    /// This plan of `p`, with chains of elementwise nodes run as one pass each
+    /// (`docs/memory.md`, "Fused elementwise passes"): values are the unfused plan's, bit for
+    /// bit, and only each chain's last value is held. A value a chain reads is held until the
+    /// chain's pass; where that would raise the peak, nothing is fused.
+    ///
+    /// ```
+    /// use catml_core::interp::{eval, eval_planned, EvalOptions, EvalPlan};
+    /// use catml_core::ir::json;
+    /// use catml_core::prim::builtins;
+    /// use catml_core::tensor::Tensor;
+    ///
+    /// let text = r#"{"format": "lensir-module/1", "inputs": [{"name": "x", "shape": [3]}],
+    ///     "nodes": [{"name": "e", "op": "exp", "operands": ["x"]},
+    ///               {"name": "y", "op": "mul", "operands": ["e", "x"]}], "outputs": ["y"]}"#;
+    /// let p = json::from_str(text, builtins()).unwrap();
+    /// let plan = EvalPlan::new(&p).unwrap().fusing_passes(&p);
+    /// assert_eq!(plan.fused_passes(), 1); // e is never held
+    /// let x = Tensor::f64([3], vec![0.5, -1.0, 2.0]).unwrap();
+    /// let fused = eval_planned(&p, &plan, &[x.clone()], EvalOptions::default()).unwrap();
+    /// assert_eq!(fused, eval(&p, &[x]).unwrap());
+    /// ```
+    pub fn fusing_passes(self, p: &Program) -> EvalPlan {
+        if !self.fits(p) {
+            return self;
+        }
+        let mut steps = match self.steps.is_empty() {
+            true => vec![Step::Eval; p.n_nodes()],
+            false => self.steps.clone(),
+        };
+        let mut last = self.last.clone();
+        let groups = fuse_groups(p, &mut steps, &mut last);
+        if groups.is_empty() || peak_of(p, &last, &steps).bytes > self.peak.bytes {
+            return self;
+        }
+        // A folded product takes its addend's buffer only where the sum is its last reader.
+        for step in &mut steps {
+            if let Step::AddInto { addend, take, sum } = step {
+                *take &= last[addend.index()] == Some(*sum);
+            }
+        }
+        EvalPlan {
+            last,
+            steps,
+            groups,
+            ..self
+        }
+    }
+
     /// How many sums are folded.
     pub fn folded_sums(&self) -> usize {
         self.steps.iter().filter(|s| **s == Step::Made).count()
     }
 
-    /// The same plan with no sum folded.
-    pub(crate) fn unfolded(&self) -> EvalPlan {
-        EvalPlan {
-            steps: Vec::new(),
-            ..self.clone()
-        }
+    /// How many fused passes the plan runs.
+    pub fn fused_passes(&self) -> usize {
+        self.groups.len()
     }
 
     /// The peak of live bytes.
@@ -138,30 +205,34 @@ pub(crate) fn dying(p: &Program) -> Vec<Option<usize>> {
     last
 }
 
-/// Inputs held throughout; each node's result added when made and its operands subtracted
-/// after their last reader (once, however often it reads them).
-pub(crate) fn peak_of(p: &Program, last: &[Option<usize>]) -> Peak {
+/// Inputs held throughout; each node's result added when made (none for a node inside a fused
+/// pass) and dropped after its last reader.
+pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Peak {
     let n_in = p.n_inputs();
+    let held = |i: usize| steps.get(i) != Some(&Step::Within);
     let bytes = |v: usize| p.ty(Var(v as u32)).bytes() as u64;
+    let mut freed = vec![0u64; p.n_nodes()];
+    for (v, dies) in last.iter().enumerate().skip(n_in) {
+        if let Some(i) = dies.filter(|_| held(v - n_in)) {
+            freed[i] = freed[i].saturating_add(bytes(v));
+        }
+    }
     let mut live: u64 = (0..n_in).map(bytes).fold(0, u64::saturating_add);
     let mut peak = Peak {
         bytes: live,
         node: None,
     };
     for (i, n) in p.nodes().iter().enumerate() {
-        live = live.saturating_add(n.ty.bytes() as u64);
+        if held(i) {
+            live = live.saturating_add(n.ty.bytes() as u64);
+        }
         if live > peak.bytes {
             peak = Peak {
                 bytes: live,
                 node: Some(i),
             };
         }
-        for (k, o) in n.operands.iter().enumerate() {
-            let v = o.index();
-            if v >= n_in && last[v] == Some(i) && !n.operands[..k].contains(o) {
-                live -= bytes(v);
-            }
-        }
+        live = live.saturating_sub(freed[i]);
     }
     peak
 }

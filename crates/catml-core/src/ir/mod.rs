@@ -5,6 +5,7 @@
 
 mod attrs;
 mod batch;
+mod block;
 pub mod budget;
 mod builder;
 mod compose;
@@ -23,6 +24,7 @@ mod validate;
 
 pub use attrs::{attrs_json, attrs_of, AttrReader};
 pub use batch::{with_lead, without_lead, BatchCtx};
+pub use block::BlockKernel;
 pub use budget::{Budget, BudgetSite};
 pub use builder::{BuildError, Builder};
 pub use compose::ComposeError;

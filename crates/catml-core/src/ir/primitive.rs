@@ -225,6 +225,13 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         false
     }
 
+    /// This operation on blocks of elements, when it is elementwise on operands of the result's
+    /// type: an executable then runs a chain of such nodes as one pass
+    /// ([`BlockKernel`](super::BlockKernel)).
+    fn elementwise(&self) -> Option<&dyn super::BlockKernel> {
+        None
+    }
+
     /// Whether every output element is a copy of an operand element (reshape, permute,
     /// broadcast, gather, ...). The interpreter checks each node's output for non-finite
     /// values; a copy of checked values needs no second scan.

@@ -1,11 +1,8 @@
 //! Shared pieces of primitive rules: operand checks and dtype dispatch of generic kernels.
 
-use std::mem::MaybeUninit;
-
 use smallvec::SmallVec;
 
 use crate::ir::{KernelError, Operands, TypeError};
-use crate::tensor::alloc::{self, AllocError};
 use crate::tensor::{kernels, Array, DType, Element, Float, RArray, Tensor, TensorType};
 
 /// Exactly `n` operands.
@@ -180,6 +177,19 @@ pub trait FloatMapInPlace: Sync {
     fn apply_all<T: Float>(&self, buf: &mut [T]);
 }
 
+/// `k` on one block (`ir::BlockKernel`): `out` = the operand block, mapped in place.
+pub fn map_block<T: Float, K: FloatMapInPlace>(k: &K, x: &[&[T]], out: &mut [T]) {
+    out.copy_from_slice(x[0]);
+    k.apply_all(out);
+}
+
+/// `k` on one block of two operands (`ir::BlockKernel`).
+pub fn zip_block<T: Float, K: FloatZip>(k: &K, x: &[&[T]], out: &mut [T]) {
+    for ((o, &a), &b) in out.iter_mut().zip(x[0]).zip(x[1]) {
+        *o = k.apply(a, b);
+    }
+}
+
 /// `Err` gives the operands back when a new buffer cannot be had (the caller's fallback then
 /// reports the allocation failure).
 #[allow(clippy::type_complexity)]
@@ -204,59 +214,22 @@ fn zip_arrays<T: Float, K: FloatZip>(
         });
         return Ok(b);
     }
-    match zip_new(k, &a, &b) {
+    match kernels::zip_copy(&a, &b, |x, y| k.apply(x, y)) {
         Ok(out) => Ok(out),
         Err(_) => Err((a, b)),
     }
 }
 
-/// `k` elementwise on two float arrays of one shape, into a new buffer written in pieces across
-/// threads (the node's whole result: counted as written when evaluation asks).
-pub fn zip_new<T: Float, K: FloatZip>(
-    k: &K,
-    a: &Array<T>,
-    b: &Array<T>,
-) -> Result<Array<T>, AllocError> {
-    let n = a.len();
-    let mut out = alloc::with_capacity(n)?;
-    kernels::for_each_result_piece_at(&mut out.spare_capacity_mut()[..n], |d, at| {
-        let (a, b) = (&a.data()[at..at + d.len()], &b.data()[at..at + d.len()]);
-        for ((o, &x), &y) in d.iter_mut().zip(a).zip(b) {
-            o.write(k.apply(x, y));
-        }
-    });
-    // SAFETY: the pieces cover all n elements, and each was written.
-    unsafe { out.set_len(n) };
-    Ok(Array::from_parts(a.shape().clone(), out))
-}
-
-/// `k` on a float array into a new buffer, in pieces across threads, each copied a block at a
-/// time and mapped in place while in cache (the node's whole result: counted as written when
-/// evaluation asks).
-pub fn map_new<T: Float, K: FloatMapInPlace>(k: &K, a: &Array<T>) -> Result<Array<T>, AllocError> {
-    const BLOCK: usize = 2048;
-    let n = a.len();
-    let mut out = alloc::with_capacity(n)?;
-    kernels::for_each_result_piece_at(&mut out.spare_capacity_mut()[..n], |d, at| {
-        for (i, d) in d.chunks_mut(BLOCK).enumerate() {
-            let src = &a.data()[at + i * BLOCK..][..d.len()];
-            for (o, &x) in d.iter_mut().zip(src) {
-                o.write(x);
-            }
-            // SAFETY: every element of `d` was written just above.
-            k.apply_all(unsafe { &mut *(d as *mut [MaybeUninit<T>] as *mut [T]) });
-        }
-    });
-    // SAFETY: the pieces cover all n elements, and each was written.
-    unsafe { out.set_len(n) };
-    Ok(Array::from_parts(a.shape().clone(), out))
-}
-
-/// Runs a ring zip on tensors of one dtype: floats by [`zip_new`], others by the ring kernel.
+/// Runs a ring zip on tensors of one dtype: floats by [`kernels::zip_copy`], others by the ring
+/// kernel.
 pub fn eval_zip<K: FloatZip + RingKernel>(k: &K, x: &[&Tensor]) -> Result<Tensor, KernelError> {
     match x {
-        [Tensor::F32(a), Tensor::F32(b)] if a.shape() == b.shape() => Ok(zip_new(k, a, b)?.into()),
-        [Tensor::F64(a), Tensor::F64(b)] if a.shape() == b.shape() => Ok(zip_new(k, a, b)?.into()),
+        [Tensor::F32(a), Tensor::F32(b)] if a.shape() == b.shape() => {
+            Ok(kernels::zip_copy(a, b, |x, y| k.apply(x, y))?.into())
+        }
+        [Tensor::F64(a), Tensor::F64(b)] if a.shape() == b.shape() => {
+            Ok(kernels::zip_copy(a, b, |x, y| k.apply(x, y))?.into())
+        }
         _ => eval_ring(k, x),
     }
 }
@@ -297,7 +270,7 @@ pub fn map_in_place<K: FloatMapInPlace>(k: &K, x: &mut Operands) -> Option<Tenso
     fn run<T: Float, K: FloatMapInPlace>(k: &K, mut a: Array<T>) -> Result<Array<T>, Array<T>> {
         match a.unique_data_mut() {
             Some(d) => kernels::for_each_result_piece(d, |d| k.apply_all(d)),
-            None => return map_new(k, &a).map_err(|_| a),
+            None => return kernels::map_copy(&a, |d| k.apply_all(d)).map_err(|_| a),
         }
         Ok(a)
     }

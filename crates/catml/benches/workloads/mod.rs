@@ -169,6 +169,51 @@ pub fn mlp(dtype: DType) -> Workload {
     Workload::new("mlp", size, dtype, p, inputs)
 }
 
+/// One step of Adam on `n` parameters: m' = 0.9 m + 0.1 g, v' = 0.999 v + 0.001 g²,
+/// p' = p - 0.01 m' / (sqrt(v') + 1e-8), and beside it relu(g) g; outputs p', m', v' and
+/// relu(g) g. Elementwise chains only: what fused passes are for.
+pub fn adam_step_program(dtype: DType, n: usize) -> Program {
+    let ty = TensorType::new(dtype, [n]);
+    let mut b = Builder::new();
+    let [p, g, m, v] =
+        ["p", "g", "m", "v"].map(|s| b.input(s, ty.clone(), InputKind::Data).unwrap());
+    let m_decayed = b.scale(m, 0.9).unwrap();
+    let g_part = b.scale(g, 0.1).unwrap();
+    let m2 = b.add(m_decayed, g_part).unwrap();
+    let v_decayed = b.scale(v, 0.999).unwrap();
+    let g2 = b.square(g).unwrap();
+    let g2_part = b.scale(g2, 0.001).unwrap();
+    let v2 = b.add(v_decayed, g2_part).unwrap();
+    let root = b.sqrt(v2).unwrap();
+    let eps = b.full_like(1e-8, root).unwrap();
+    let denom = b.add(root, eps).unwrap();
+    let ratio = b.div(m2, denom).unwrap();
+    let step = b.scale(ratio, 0.01).unwrap();
+    let p2 = b.sub(p, step).unwrap();
+    let r = b.relu(g).unwrap();
+    let rg = b.mul(r, g).unwrap();
+    b.finish(&[p2, m2, v2, rg]).unwrap()
+}
+
+/// The Adam step on `n` parameters with standard normal p, g and m, and v = m².
+pub fn adam_step(dtype: DType, n: usize) -> Workload {
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let [p, g, m] = [0; 3].map(|_| normal(&mut rng, dtype, &[n], 1.0));
+    let v = Tensor::from_f64s(
+        dtype,
+        vec![n],
+        m.to_f64_vec().iter().map(|x| x * x).collect(),
+    )
+    .unwrap();
+    Workload::new(
+        "adam_step",
+        n.to_string(),
+        dtype,
+        adam_step_program(dtype, n),
+        vec![p, g, m, v],
+    )
+}
+
 /// Every workload of the peer table, in its order.
 pub fn all() -> Vec<Workload> {
     let mut out = Vec::new();

@@ -3,6 +3,10 @@
 mod common;
 mod lowering_checks;
 mod support;
+// The benchmarks' workloads, so that tests and benchmarks build one program each.
+#[allow(dead_code)]
+#[path = "../../benches/workloads/mod.rs"]
+mod workloads;
 
 mod adjoint;
 mod api;
@@ -17,6 +21,7 @@ mod eval_reuse;
 mod executable;
 mod file_tests;
 mod folded_sums;
+mod fused_passes;
 mod higher_order;
 mod large;
 mod memory;

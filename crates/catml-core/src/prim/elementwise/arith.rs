@@ -4,13 +4,14 @@
 //! (`BinaryDerivative::Linear`, `BinaryDerivative::Bilinear`); neg's is neg.
 
 use super::row::{
-    BinaryDerivative, BinaryRow, RowBudget, Sign, TensorKernel, UnaryDerivative, UnaryRow,
+    BinaryDerivative, BinaryRow, BlockFns, RowBudget, Sign, TensorKernel, UnaryDerivative, UnaryRow,
 };
 use super::unary_rows::base;
 use super::{Binary, Domain, Unary};
 use crate::ir::{Builder, Fragment, KernelError, Operands, Prim, RuleError, Var};
 use crate::prim::dispatch::{
-    eval_ring, eval_zip, map_in_place, zip_in_place, FloatMapInPlace, FloatZip, RingKernel,
+    eval_ring, eval_zip, map_block, map_in_place, zip_block, zip_in_place, FloatMapInPlace,
+    FloatZip, RingKernel,
 };
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, Float, Tensor};
@@ -83,6 +84,10 @@ macro_rules! zip_kernel {
         Some(TensorKernel {
             borrowed: |x: &[&Tensor]| eval_zip(&$k, x),
             owned: |x: &mut Operands| zip_in_place(&$k, x),
+            block: BlockFns {
+                f32: |x, out| zip_block(&$k, x, out),
+                f64: |x, out| zip_block(&$k, x, out),
+            },
         })
     };
 }
@@ -175,6 +180,10 @@ pub static NEG: UnaryRow = UnaryRow {
     kernel: Some(TensorKernel {
         borrowed: |x: &[&Tensor]| eval_ring(&NegK, x),
         owned: |x: &mut Operands| map_in_place(&NegK, x),
+        block: BlockFns {
+            f32: |x, out| map_block(&NegK, x, out),
+            f64: |x, out| map_block(&NegK, x, out),
+        },
     }),
     // (-1) x
     lower: Some(|b, x, _| b.scale(x, -1.0)),

@@ -11,8 +11,8 @@ pub mod unary_rows;
 
 pub use binary_rows::BINARY_ROWS;
 pub use row::{
-    AttrKind, AttrSpec, Binary, BinaryDerivative, BinaryRow, Domain, Interval, RowBudget, Sign,
-    TensorKernel, Unary, UnaryDerivative, UnaryRow,
+    AttrKind, AttrSpec, Binary, BinaryDerivative, BinaryRow, BlockFns, Domain, Interval, RowBudget,
+    Sign, TensorKernel, Unary, UnaryDerivative, UnaryRow,
 };
 pub use unary_rows::UNARY_ROWS;
 

@@ -20,8 +20,8 @@ use num_traits::{FromPrimitive, Signed, Zero};
 use serde_json::Value;
 
 use crate::ir::{
-    operand_refs, AttrReader, Attrs, Budget, Builder, Drawing, Fragment, KernelError, Operands,
-    Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
+    operand_refs, AttrReader, Attrs, BlockKernel, Budget, Builder, Drawing, Fragment, KernelError,
+    Operands, Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
 };
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Float, RArray, Rational, Tensor, TensorType};
@@ -142,6 +142,16 @@ impl RowBudget {
 pub struct TensorKernel {
     pub borrowed: fn(&[&Tensor]) -> Result<Tensor, KernelError>,
     pub owned: fn(&mut Operands) -> Option<Tensor>,
+    /// The same operation on blocks of elements, for fused passes (`ir::BlockKernel`).
+    pub block: BlockFns,
+}
+
+/// A row's kernel on one block of elements per float dtype: the operands' blocks in, every
+/// element of the last argument written, with the values `TensorKernel::borrowed` gives.
+#[derive(Clone, Copy)]
+pub struct BlockFns {
+    pub f32: fn(&[&[f32]], &mut [f32]),
+    pub f64: fn(&[&[f64]], &mut [f64]),
 }
 
 /// A unary row's expansion into other primitives, from the operand and the attributes.
@@ -302,7 +312,7 @@ impl Unary {
     fn map<T: Float>(&self, x: &Array<T>) -> Result<Array<T>, KernelError> {
         self.check(x.data())?;
         let (f, a) = (self.row.f, &self.attrs[..]);
-        Ok(kernels::map_copy(x, |v| T::from_f64(f(v.to_f64(), a)))?)
+        Ok(kernels::map_copy(x, |d| map_wide(d, f, a))?)
     }
 
     fn map_owned<T: Float>(&self, mut x: Array<T>) -> Result<Array<T>, KernelError> {
@@ -310,15 +320,105 @@ impl Unary {
         let (f, a) = (self.row.f, &self.attrs[..]);
         match x.unique_data_mut() {
             Some(d) => {
-                kernels::for_each_result_piece(d, |d| {
-                    for v in d {
-                        *v = T::from_f64(f(v.to_f64(), a));
-                    }
-                });
+                kernels::for_each_result_piece(d, |d| map_wide(d, f, a));
                 Ok(x)
             }
-            None => Ok(kernels::map_copy(&x, |v| T::from_f64(f(v.to_f64(), a)))?),
+            None => Ok(kernels::map_copy(&x, |d| map_wide(d, f, a))?),
         }
+    }
+}
+
+/// The native block function of a row's kernel for one dtype.
+type NativeBlock<T> = Option<fn(&[&[T]], &mut [T])>;
+
+/// A row's block kernel on operands checked against the domain (`in_domain`): the native
+/// kernel's block function when the row has one, else `computed`, the row's `f` in f64.
+fn block_of<T: Float>(
+    in_domain: bool,
+    native: NativeBlock<T>,
+    computed: impl FnOnce(&[&[T]], &mut [T]),
+    x: &[&[T]],
+    out: &mut [T],
+) -> bool {
+    match (in_domain, native) {
+        (false, _) => return false,
+        (true, Some(k)) => k(x, out),
+        (true, None) => computed(x, out),
+    }
+    true
+}
+
+impl Unary {
+    fn block<T: Float>(&self, x: &[&[T]], out: &mut [T], native: NativeBlock<T>) -> bool {
+        let (f, a) = (self.row.f, &self.attrs[..]);
+        let computed = |x: &[&[T]], out: &mut [T]| {
+            out.copy_from_slice(x[0]);
+            map_wide(out, f, a);
+        };
+        block_of(self.check(x[0]).is_ok(), native, computed, x, out)
+    }
+}
+
+impl BlockKernel for Unary {
+    fn block_f32(&self, x: &[&[f32]], out: &mut [f32]) -> bool {
+        self.block(x, out, self.row.kernel.map(|k| k.block.f32))
+    }
+    fn block_f64(&self, x: &[&[f64]], out: &mut [f64]) -> bool {
+        self.block(x, out, self.row.kernel.map(|k| k.block.f64))
+    }
+    fn conventions_f32(&self, x: &[&[f32]]) -> usize {
+        self.row
+            .kink
+            .map_or(0, |k| count_where(x[0], |v| k(v, &self.attrs)))
+    }
+    fn conventions_f64(&self, x: &[&[f64]]) -> usize {
+        self.row
+            .kink
+            .map_or(0, |k| count_where(x[0], |v| k(v, &self.attrs)))
+    }
+}
+
+impl Binary {
+    fn block<T: Float>(&self, x: &[&[T]], out: &mut [T], native: NativeBlock<T>) -> bool {
+        let f = self.row.f;
+        let computed = |x: &[&[T]], out: &mut [T]| {
+            for ((o, &a), &b) in out.iter_mut().zip(x[0]).zip(x[1]) {
+                *o = T::from_f64(f(wide(a), wide(b)));
+            }
+        };
+        block_of(self.check(x[0], x[1]).is_ok(), native, computed, x, out)
+    }
+}
+
+impl Binary {
+    fn conventions<T: Float>(&self, x: &[&[T]]) -> usize {
+        let Some(k) = self.row.kink else {
+            return 0;
+        };
+        let pairs = x[0].iter().zip(x[1]);
+        pairs.filter(|(a, b)| k(wide(**a), wide(**b))).count()
+    }
+}
+
+impl BlockKernel for Binary {
+    fn block_f32(&self, x: &[&[f32]], out: &mut [f32]) -> bool {
+        self.block(x, out, self.row.kernel.map(|k| k.block.f32))
+    }
+    fn block_f64(&self, x: &[&[f64]], out: &mut [f64]) -> bool {
+        self.block(x, out, self.row.kernel.map(|k| k.block.f64))
+    }
+    fn conventions_f32(&self, x: &[&[f32]]) -> usize {
+        self.conventions(x)
+    }
+    fn conventions_f64(&self, x: &[&[f64]]) -> usize {
+        self.conventions(x)
+    }
+}
+
+/// `f(v, attrs)` in place on each element, computed in f64.
+fn map_wide<T: Float>(d: &mut [T], f: fn(f64, &[f64]) -> f64, attrs: &[f64]) {
+    for v in d {
+        *v = T::from_f64(f(v.to_f64(), attrs));
     }
 }
 
@@ -514,8 +614,11 @@ impl Primitive for Unary {
                 .map(|()| x[0].map(|v| f(v, &self.attrs))),
         )
     }
-    /// The in-place and zipped float passes count the result as they write it
-    /// (`kernels::for_each_result_piece`); other paths leave it to evaluation's scan.
+    fn elementwise(&self) -> Option<&dyn BlockKernel> {
+        Some(self)
+    }
+    /// The float passes count the result as they write it (`kernels::for_each_result_piece`,
+    /// `zip_copy`, `map_copy`); other paths leave it to evaluation's scan.
     fn counts_non_finite(&self, output: &TensorType) -> bool {
         output.numel() >= kernels::COUNTED_MIN
     }
@@ -643,13 +746,9 @@ impl Binary {
     fn zip<T: Float>(&self, x: &Array<T>, y: &Array<T>) -> Result<Array<T>, KernelError> {
         self.check(x.data(), y.data())?;
         let f = self.row.f;
-        let data = x
-            .data()
-            .iter()
-            .zip(y.data())
-            .map(|(a, b)| T::from_f64(f(wide(*a), wide(*b))))
-            .collect();
-        Ok(Array::new(x.shape().clone(), data).expect("same length"))
+        Ok(kernels::zip_copy(x, y, |a, b| {
+            T::from_f64(f(wide(a), wide(b)))
+        })?)
     }
 }
 
@@ -721,8 +820,11 @@ impl Primitive for Binary {
             Array::new(x[0].shape().clone(), data.collect()).expect("same length")
         ))
     }
-    /// The in-place and zipped float passes count the result as they write it
-    /// (`kernels::for_each_result_piece`); other paths leave it to evaluation's scan.
+    fn elementwise(&self) -> Option<&dyn BlockKernel> {
+        Some(self)
+    }
+    /// The float passes count the result as they write it (`kernels::for_each_result_piece`,
+    /// `zip_copy`, `map_copy`); other paths leave it to evaluation's scan.
     fn counts_non_finite(&self, output: &TensorType) -> bool {
         output.numel() >= kernels::COUNTED_MIN
     }

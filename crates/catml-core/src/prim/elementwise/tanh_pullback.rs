@@ -16,10 +16,10 @@ use crate::ir::{
     operand_refs, Builder, KernelError, Operands, Prim, Primitive, Registry, RuleError, TypeError,
     Var,
 };
-use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
+use crate::ir::{BlockKernel, Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{
-    eval_float, eval_ring_rational, same_float_pair, zip_in_place, zip_new, FloatKernel, FloatZip,
-    RingKernel,
+    eval_float, eval_ring_rational, same_float_pair, zip_block, zip_in_place, FloatKernel,
+    FloatZip, RingKernel,
 };
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, Float, RArray, Tensor, TensorType};
@@ -43,7 +43,18 @@ impl FloatZip for TanhPullback {
 
 impl FloatKernel for TanhPullback {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(zip_new(self, x[0], x[1])?)
+        Ok(kernels::zip_copy(x[0], x[1], |y, u| self.apply(y, u))?)
+    }
+}
+
+impl BlockKernel for TanhPullback {
+    fn block_f32(&self, x: &[&[f32]], out: &mut [f32]) -> bool {
+        zip_block(self, x, out);
+        true
+    }
+    fn block_f64(&self, x: &[&[f64]], out: &mut [f64]) -> bool {
+        zip_block(self, x, out);
+        true
     }
 }
 
@@ -88,7 +99,10 @@ impl Primitive for TanhPullback {
         }
     }
     /// The zipped passes count the result as they write it (`dispatch::zip_in_place`,
-    /// `zip_new`).
+    /// `kernels::zip_copy`).
+    fn elementwise(&self) -> Option<&dyn BlockKernel> {
+        Some(self)
+    }
     fn counts_non_finite(&self, output: &TensorType) -> bool {
         output.numel() >= kernels::COUNTED_MIN
     }

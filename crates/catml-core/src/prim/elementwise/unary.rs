@@ -8,13 +8,13 @@
 
 use num_traits::{One, Zero};
 
-use super::row::{RowBudget, TensorKernel, UnaryDerivative, UnaryRow};
+use super::row::{BlockFns, RowBudget, TensorKernel, UnaryDerivative, UnaryRow};
 use super::unary_rows::base;
 use super::{Domain, Interval, Unary};
 use crate::ir::{Builder, Fragment, KernelError, Operands, RuleKind, TypeError, Var};
-use crate::prim::dispatch::{eval_float, map_in_place, map_new, FloatKernel, FloatMapInPlace};
+use crate::prim::dispatch::{eval_float, map_block, map_in_place, FloatKernel, FloatMapInPlace};
 use crate::prim::Ops;
-use crate::tensor::{Array, Float, Rational, Tensor};
+use crate::tensor::{kernels, Array, Float, Rational, Tensor};
 
 /// A float map of the operand's own dtype, in place or into a copy.
 macro_rules! float_map {
@@ -22,7 +22,7 @@ macro_rules! float_map {
         struct $ty;
         impl FloatKernel for $ty {
             fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-                Ok(map_new(self, x[0])?)
+                Ok(kernels::map_copy(x[0], |d| self.apply_all(d))?)
             }
         }
         impl FloatMapInPlace for $ty {
@@ -42,6 +42,10 @@ macro_rules! kernel {
         Some(TensorKernel {
             borrowed: |x: &[&Tensor]| eval_float(&$k, x),
             owned: |x: &mut Operands| map_in_place(&$k, x),
+            block: BlockFns {
+                f32: |x, out| map_block(&$k, x, out),
+                f64: |x, out| map_block(&$k, x, out),
+            },
         })
     };
 }
@@ -69,7 +73,7 @@ struct TanhK;
 
 impl FloatKernel for TanhK {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        Ok(map_new(self, x[0])?)
+        Ok(kernels::map_copy(x[0], |d| self.apply_all(d))?)
     }
 }
 

@@ -7,7 +7,8 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{count_non_finite, for_each_piece, for_each_piece_at, for_each_piece_with};
-use crate::tensor::{checked, Float};
+use crate::tensor::alloc::{self, AllocError};
+use crate::tensor::{checked, Array, Float};
 
 /// Elements written and then counted at a time (16 KiB of f64: well inside L1).
 const BLOCK: usize = 2048;
@@ -95,6 +96,51 @@ pub fn for_each_result_piece_at<T: Float>(
     })
 }
 
+/// `f(a, b)` elementwise on two arrays of one shape, into a new buffer written in pieces across
+/// threads: a node's whole result, counted as written when evaluation asks.
+pub fn zip_copy<T: Float>(
+    a: &Array<T>,
+    b: &Array<T>,
+    f: impl Fn(T, T) -> T + Sync,
+) -> Result<Array<T>, AllocError> {
+    debug_assert_eq!(a.shape(), b.shape());
+    let n = a.len();
+    let mut out = alloc::with_capacity(n)?;
+    for_each_result_piece_at(&mut out.spare_capacity_mut()[..n], |d, at| {
+        let (a, b) = (&a.data()[at..at + d.len()], &b.data()[at..at + d.len()]);
+        for ((o, &x), &y) in d.iter_mut().zip(a).zip(b) {
+            o.write(f(x, y));
+        }
+    });
+    // SAFETY: the pieces cover all n elements, and each was written.
+    unsafe { out.set_len(n) };
+    Ok(Array::from_parts(a.shape().clone(), out))
+}
+
+/// A copy of `a` mapped in place by `f`, in pieces across threads, each copied a block at a
+/// time and mapped while in cache: a node's whole result, counted as written when evaluation
+/// asks. `f` maps every element of the block it is given on its own.
+pub fn map_copy<T: Float>(
+    a: &Array<T>,
+    f: impl Fn(&mut [T]) + Sync,
+) -> Result<Array<T>, AllocError> {
+    let n = a.len();
+    let mut out = alloc::with_capacity(n)?;
+    for_each_result_piece_at(&mut out.spare_capacity_mut()[..n], |d, at| {
+        for (i, d) in d.chunks_mut(BLOCK).enumerate() {
+            let src = &a.data()[at + i * BLOCK..][..d.len()];
+            for (o, &x) in d.iter_mut().zip(src) {
+                o.write(x);
+            }
+            // SAFETY: every element of `d` was written just above.
+            f(unsafe { &mut *(d as *mut [MaybeUninit<T>] as *mut [T]) });
+        }
+    });
+    // SAFETY: the pieces cover all n elements, and each was written.
+    unsafe { out.set_len(n) };
+    Ok(Array::from_parts(a.shape().clone(), out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,6 +203,24 @@ mod tests {
             unsafe { fresh[BLOCK + 1].assume_init() },
             (BLOCK + 1) as f32
         );
+    }
+
+    #[test]
+    fn copies_are_written_whole_and_counted() {
+        // Several blocks, and two pieces on two threads, with a tail.
+        let n = 20 * BLOCK + 3;
+        let a = Array::new([n], (0..n).map(|i| i as f64).collect()).unwrap();
+        let b = Array::new([n], vec![2.0; n]).unwrap();
+        let (zipped, count) = checked::asking(|| zip_copy(&a, &b, |x, y| x / (y - 2.0 + x)));
+        let zipped = zipped.unwrap();
+        assert_eq!(count, Some(1), "0 / 0 at element 0");
+        assert_eq!(zipped.data()[n - 1], 1.0);
+        let (mapped, count) =
+            checked::asking(|| map_copy(&a, |d| d.iter_mut().for_each(|v| *v = (*v - 7.0).ln())));
+        let mapped = mapped.unwrap();
+        assert_eq!(count, Some(8), "ln of 0 and of negatives");
+        assert_eq!(mapped.data()[n - 1], ((n - 8) as f64).ln());
+        assert_eq!(a.data()[n - 1], (n - 1) as f64, "the operand is untouched");
     }
 
     #[test]

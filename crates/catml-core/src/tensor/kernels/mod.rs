@@ -7,7 +7,8 @@ mod counted;
 mod gemm;
 
 pub use counted::{
-    for_each_result_piece, for_each_result_piece_at, for_each_result_piece_with, COUNTED_MIN,
+    for_each_result_piece, for_each_result_piece_at, for_each_result_piece_with, map_copy,
+    zip_copy, COUNTED_MIN,
 };
 pub use gemm::{
     gemm, gemm_batched, gemm_into, gemm_into_result, gemm_into_serial, gemm_result, matmul_generic,
@@ -77,23 +78,6 @@ pub fn zip_with<T: Element, U: Element>(
             .zip(b.data())
             .map(|(x, y)| f(x.clone(), y.clone())),
     )?;
-    Ok(Array::from_parts(a.shape().clone(), data))
-}
-
-/// Elementwise f(a) for copyable elements (the loop the compiler vectorises).
-pub fn map_copy<T: Float>(a: &Array<T>, f: impl Fn(T) -> T) -> Result<Array<T>, AllocError> {
-    let data = alloc::collect(a.data().iter().map(|&x| f(x)))?;
-    Ok(Array::from_parts(a.shape().clone(), data))
-}
-
-/// Elementwise f(a, b) for copyable elements.
-pub fn zip_copy<T: Float>(
-    a: &Array<T>,
-    b: &Array<T>,
-    f: impl Fn(T, T) -> T,
-) -> Result<Array<T>, AllocError> {
-    debug_assert_eq!(a.shape(), b.shape());
-    let data = alloc::collect(a.data().iter().zip(b.data()).map(|(&x, &y)| f(x, y)))?;
     Ok(Array::from_parts(a.shape().clone(), data))
 }
 

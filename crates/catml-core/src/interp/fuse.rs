@@ -1,0 +1,352 @@
+//! Fused elementwise passes. A chain (or tree) of elementwise nodes of one float type, each
+//! value but the last read by the next node alone, runs as one pass: each block of elements
+//! goes through every node while it is in cache, and only the last node's value is written to
+//! memory (`docs/memory.md`, "Fused elementwise passes"). Each node runs its own block kernel
+//! (`ir::BlockKernel`), so every value is the interpreter's, bit for bit.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use smallvec::SmallVec;
+
+use super::eval::{convention_hit, kernel_error, non_finite, EvalError, EvalReport};
+use super::plan::Step;
+use crate::ir::{BlockKernel, Program, Var};
+use crate::tensor::{alloc, kernels, Array, DType, Float, Tensor};
+
+/// The most nodes in one group (each holds a block of scratch while the pass runs).
+const MAX_MEMBERS: usize = 8;
+
+/// Elements of each node's block (2 KiB of f64: the group's blocks together stay in L1).
+const BLOCK: usize = 256;
+
+/// Where a member node reads an operand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// The block of the member at this position of the group.
+    Member(usize),
+    /// The value held in evaluation, `Group::externals[k]`.
+    External(usize),
+}
+
+/// Nodes run as one pass; the value of the last (the root) is the only one made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Group {
+    /// Node indices in program order, the root last.
+    pub members: Vec<usize>,
+    /// Each member's operands.
+    pub sources: Vec<SmallVec<[Source; 2]>>,
+    /// The values the group reads from outside it, each once.
+    pub externals: Vec<Var>,
+}
+
+impl Group {
+    /// Whether this group could be one of `p`'s: members of the root's type, each reading as
+    /// many operands as its node has, from members before it or from the externals. (A plan
+    /// of another program could otherwise hand a kernel too few blocks.)
+    fn fits(&self, p: &Program) -> bool {
+        let nodes = p.nodes();
+        let Some(&root) = self.members.last() else {
+            return false;
+        };
+        let ok = |k: usize, m: usize, sources: &SmallVec<[Source; 2]>| {
+            m < nodes.len()
+                && nodes[m].ty == nodes[root].ty
+                && sources.len() == nodes[m].operands.len()
+                && sources.iter().all(|s| match *s {
+                    Source::Member(j) => j < k,
+                    Source::External(e) => e < self.externals.len(),
+                })
+        };
+        root < nodes.len()
+            && self.members.len() <= MAX_MEMBERS
+            && self.sources.len() == self.members.len()
+            && (self.members.iter().zip(&self.sources).enumerate()).all(|(k, (&m, s))| ok(k, m, s))
+    }
+}
+
+/// Whether node `i` can join a fused pass: it has a block kernel, is still run by its own
+/// kernel (`Step::Eval`), and it and its operands are of one float type.
+fn joinable(p: &Program, steps: &[Step], i: usize) -> bool {
+    let node = &p.nodes()[i];
+    steps[i] == Step::Eval
+        && node.ty.dtype.is_float()
+        && node.prim.elementwise().is_some()
+        && node.operands.iter().all(|&o| *p.ty(o) == node.ty)
+}
+
+/// The groups of `p` given its steps so far (folded sums stay as they are): a joinable node
+/// absorbs each joinable operand node whose value it alone reads and that is no output, while
+/// the group stays within `MAX_MEMBERS`. Marks members `Within` and roots `Fused`, and moves
+/// the death of every value a group reads to its root, where the pass reads it.
+pub(crate) fn fuse_groups(
+    p: &Program,
+    steps: &mut [Step],
+    last: &mut [Option<usize>],
+) -> Vec<Group> {
+    let n_in = p.n_inputs();
+    let nodes = p.nodes();
+    let mut readers: Vec<SmallVec<[usize; 2]>> = vec![SmallVec::new(); p.n_vars()];
+    for (i, n) in nodes.iter().enumerate() {
+        for o in &n.operands {
+            if !readers[o.index()].contains(&i) {
+                readers[o.index()].push(i);
+            }
+        }
+    }
+    for o in p.outputs() {
+        readers[o.index()].push(usize::MAX);
+    }
+    // Each node's members so far (itself last), and whether a later node absorbed it.
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    let mut absorbed = vec![false; nodes.len()];
+    for (k, node) in nodes.iter().enumerate() {
+        if !joinable(p, steps, k) {
+            continue;
+        }
+        let mut mine = Vec::new();
+        for o in &node.operands {
+            let Some(j) = o.index().checked_sub(n_in) else {
+                continue;
+            };
+            let fits = mine.len() + members[j].len() < MAX_MEMBERS;
+            if !absorbed[j] && !members[j].is_empty() && readers[o.index()][..] == [k] && fits {
+                absorbed[j] = true;
+                mine.append(&mut members[j]);
+            }
+        }
+        mine.push(k);
+        mine.sort_unstable();
+        members[k] = mine;
+    }
+    let mut groups = Vec::new();
+    for (root, mine) in members.into_iter().enumerate() {
+        if absorbed[root] || mine.len() < 2 {
+            continue;
+        }
+        let group = group_of(p, mine);
+        for &e in &group.externals {
+            if let Some(l) = &mut last[e.index()] {
+                *l = (*l).max(root);
+            }
+        }
+        for &m in &group.members {
+            steps[m] = Step::Within;
+        }
+        steps[root] = Step::Fused(groups.len());
+        groups.push(group);
+    }
+    groups
+}
+
+/// The sources and externals of the nodes `members` (in program order, the root last).
+fn group_of(p: &Program, members: Vec<usize>) -> Group {
+    let n_in = p.n_inputs();
+    let mut externals: Vec<Var> = Vec::new();
+    let sources = members
+        .iter()
+        .map(|&m| {
+            let ops = &p.nodes()[m].operands;
+            ops.iter()
+                .map(|&o| {
+                    let member = o
+                        .index()
+                        .checked_sub(n_in)
+                        .and_then(|j| members.binary_search(&j).ok());
+                    match member {
+                        Some(at) => Source::Member(at),
+                        None => Source::External(match externals.iter().position(|&e| e == o) {
+                            Some(at) => at,
+                            None => {
+                                externals.push(o);
+                                externals.len() - 1
+                            }
+                        }),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    Group {
+        members,
+        sources,
+        externals,
+    }
+}
+
+/// A float dtype that fused passes run on.
+trait BlockFloat: Float {
+    fn block(k: &dyn BlockKernel, x: &[&[Self]], out: &mut [Self]) -> bool;
+    fn conventions(k: &dyn BlockKernel, x: &[&[Self]]) -> usize;
+    fn array(t: &Tensor) -> Option<&Array<Self>>;
+}
+
+impl BlockFloat for f32 {
+    fn block(k: &dyn BlockKernel, x: &[&[f32]], out: &mut [f32]) -> bool {
+        k.block_f32(x, out)
+    }
+    fn conventions(k: &dyn BlockKernel, x: &[&[f32]]) -> usize {
+        k.conventions_f32(x)
+    }
+    fn array(t: &Tensor) -> Option<&Array<f32>> {
+        t.as_f32()
+    }
+}
+
+impl BlockFloat for f64 {
+    fn block(k: &dyn BlockKernel, x: &[&[f64]], out: &mut [f64]) -> bool {
+        k.block_f64(x, out)
+    }
+    fn conventions(k: &dyn BlockKernel, x: &[&[f64]]) -> usize {
+        k.conventions_f64(x)
+    }
+    fn array(t: &Tensor) -> Option<&Array<f64>> {
+        t.as_f64()
+    }
+}
+
+/// The value of `group`'s root from the values held in `env`: one pass, checking every
+/// member's block for non-finite values when `check`, and counting the members' convention
+/// points into `report` when given. Where a block fails (a domain or a non-finite value), the
+/// members run one by one instead, so that the error is the one their own kernels give.
+pub(crate) fn run_group(
+    p: &Program,
+    group: &Group,
+    env: &[Option<Tensor>],
+    check: bool,
+    report: Option<&mut EvalReport>,
+) -> Result<Tensor, EvalError> {
+    if !group.fits(p) {
+        return Err(EvalError::ForeignPlan);
+    }
+    let root = group.members[group.members.len() - 1];
+    let counts: SmallVec<[AtomicUsize; MAX_MEMBERS]> =
+        group.members.iter().map(|_| AtomicUsize::new(0)).collect();
+    let counting = report.is_some().then_some(&counts[..]);
+    let fused = match p.nodes()[root].ty.dtype {
+        DType::F32 => pass::<f32>(p, group, env, check, counting)?.map(Tensor::F32),
+        DType::F64 => pass::<f64>(p, group, env, check, counting)?.map(Tensor::F64),
+        _ => None,
+    };
+    let Some(value) = fused else {
+        return one_by_one(p, group, env, check, report);
+    };
+    if let Some(r) = report {
+        let hits = group.members.iter().zip(counts);
+        r.conventions
+            .extend(hits.filter_map(|(&m, c)| convention_hit(p, m, c.into_inner())));
+    }
+    Ok(value)
+}
+
+/// The fused pass; `None` when a block failed.
+fn pass<T: BlockFloat>(
+    p: &Program,
+    group: &Group,
+    env: &[Option<Tensor>],
+    check: bool,
+    conventions: Option<&[AtomicUsize]>,
+) -> Result<Option<Array<T>>, EvalError> {
+    let nodes = p.nodes();
+    let root = group.members[group.members.len() - 1];
+    let n = nodes[root].ty.numel();
+    let mut externals: SmallVec<[&[T]; 8]> = SmallVec::new();
+    for e in &group.externals {
+        let value = env[e.index()].as_ref().and_then(T::array);
+        match value {
+            Some(a) if a.len() == n => externals.push(a.data()),
+            // Only a plan of another program can get here.
+            _ => return Err(EvalError::ForeignPlan),
+        }
+    }
+    let mut kernels: SmallVec<[&dyn BlockKernel; MAX_MEMBERS]> = SmallVec::new();
+    for &m in &group.members {
+        kernels.push(nodes[m].prim.elementwise().ok_or(EvalError::ForeignPlan)?);
+    }
+    let mut out = alloc::with_capacity(n).map_err(|e| kernel_error(p, root, e.into()))?;
+    let failed = AtomicBool::new(false);
+    kernels::for_each_piece_at(&mut out.spare_capacity_mut()[..n], |piece, at| {
+        let mut scratch = [[MaybeUninit::<T>::uninit(); BLOCK]; MAX_MEMBERS];
+        let width = piece.len().min(BLOCK);
+        let mut blocks: SmallVec<[&mut [T]; MAX_MEMBERS]> = scratch[..kernels.len()]
+            .iter_mut()
+            .map(|s| {
+                let s = &mut s[..width];
+                s.iter_mut().for_each(|v| {
+                    v.write(T::zero());
+                });
+                // SAFETY: every element of `s` was written just above.
+                unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
+            })
+            .collect();
+        for (b, piece) in piece.chunks_mut(BLOCK).enumerate() {
+            if failed.load(Ordering::Relaxed) {
+                return;
+            }
+            let (start, len) = (at + b * BLOCK, piece.len());
+            for (k, (kernel, sources)) in kernels.iter().zip(&group.sources).enumerate() {
+                let (done, rest) = blocks.split_at_mut(k);
+                let out = &mut rest[0][..len];
+                let x: SmallVec<[&[T]; 4]> = sources
+                    .iter()
+                    .map(|s| match *s {
+                        Source::Member(m) => &done[m][..len],
+                        Source::External(e) => &externals[e][start..start + len],
+                    })
+                    .collect();
+                if let Some(c) = conventions {
+                    c[k].fetch_add(T::conventions(*kernel, &x), Ordering::Relaxed);
+                }
+                if !T::block(*kernel, &x, out) || (check && T::any_non_finite(out)) {
+                    failed.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
+            for (o, &v) in piece.iter_mut().zip(blocks[kernels.len() - 1].iter()) {
+                o.write(v);
+            }
+        }
+    });
+    if failed.into_inner() {
+        return Ok(None);
+    }
+    // SAFETY: no block failed, so the pieces' blocks covered all n elements and wrote each.
+    unsafe { out.set_len(n) };
+    Ok(Some(Array::from_parts(nodes[root].ty.shape.clone(), out)))
+}
+
+/// The group's members run by their own kernels, in order, each result checked as evaluation
+/// checks a node's: the error is the one the unfused program gives.
+fn one_by_one(
+    p: &Program,
+    group: &Group,
+    env: &[Option<Tensor>],
+    check: bool,
+    mut report: Option<&mut EvalReport>,
+) -> Result<Tensor, EvalError> {
+    let mut values: SmallVec<[Tensor; MAX_MEMBERS]> = SmallVec::new();
+    for (&m, sources) in group.members.iter().zip(&group.sources) {
+        let mut x: SmallVec<[&Tensor; 4]> = SmallVec::new();
+        for s in sources {
+            x.push(match *s {
+                Source::Member(k) => values.get(k).ok_or(EvalError::ForeignPlan)?,
+                Source::External(e) => env[group.externals[e].index()]
+                    .as_ref()
+                    .ok_or(EvalError::ForeignPlan)?,
+            });
+        }
+        let prim = &p.nodes()[m].prim;
+        if let Some(r) = report.as_deref_mut() {
+            r.conventions
+                .extend(convention_hit(p, m, prim.convention_points(&x)));
+        }
+        let value = prim.eval(&x).map_err(|e| kernel_error(p, m, e))?;
+        drop(x);
+        let bad = if check { value.count_non_finite() } else { 0 };
+        if bad > 0 {
+            return Err(non_finite(p, m, &value, bad));
+        }
+        values.push(value);
+    }
+    values.pop().ok_or(EvalError::ForeignPlan)
+}
