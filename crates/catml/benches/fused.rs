@@ -1,11 +1,11 @@
 //! Fused elementwise passes (docs/memory.md, "Fused elementwise passes") on one Adam step over
-//! 2^20 parameters, in f32 and f64, eval and value-and-grad: the same plan without and with its
-//! chains fused, both run by `eval_planned` (neither keeps buffers between calls, so only the
-//! fusing differs), and the compiled `Executable`. `cargo bench -p catml --bench fused`.
+//! 2^20 parameters, in f32 and f64, eval and value-and-grad: an `Executable` with the plan's
+//! chains fused and one without (`Executable::with_plan`), each call writing its results over
+//! the last's. `cargo bench -p catml --bench fused`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
-use catml::interp::{eval_planned, EvalOptions, EvalPlan};
+use catml::interp::{EvalOptions, EvalPlan, Executable};
 use catml::tensor::DType;
 
 // Shared with the other benches, which use the parts this one does not.
@@ -25,20 +25,14 @@ fn bench(c: &mut Criterion) {
             let plain = EvalPlan::new(p).unwrap();
             let fused = plain.clone().fusing_passes(p);
             assert!(fused.fused_passes() > 0, "{mode}: chains to fuse");
-            g.bench_function(format!("{mode} unfused"), |b| {
-                b.iter(|| eval_planned(p, &plain, args, options).unwrap())
-            });
-            g.bench_function(format!("{mode} fused"), |b| {
-                b.iter(|| eval_planned(p, &fused, args, options).unwrap())
-            });
+            for (label, plan) in [("unfused", plain), ("fused", fused)] {
+                let exe = Executable::with_plan(p.clone(), plan).unwrap();
+                let mut results = Vec::new();
+                g.bench_function(format!("{mode} {label}"), |b| {
+                    b.iter(|| exe.run_into(args, options, &mut results).unwrap())
+                });
+            }
         }
-        let mut results = Vec::new();
-        g.bench_function("eval executable", |b| {
-            b.iter(|| w.eval_into(options, &mut results))
-        });
-        g.bench_function("value_and_grad executable", |b| {
-            b.iter(|| w.value_and_grad_into(options, &mut results))
-        });
         g.finish();
     }
 }

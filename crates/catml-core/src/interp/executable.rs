@@ -31,7 +31,8 @@ fn empty_reuse(plan: &EvalPlan) -> Reuse {
 /// Calls from several threads are allowed; one of them at a time uses the pool, the others
 /// allocate as [`eval`](super::eval) does. A sum fed by a matrix product is folded into the
 /// product ([`EvalPlan::folding_sums`]); such a sum is within the budget of its k + 1 terms,
-/// and every other result is the interpreter's, bit for bit.
+/// and every other result is the interpreter's, bit for bit, chains of elementwise nodes
+/// included, which run as one pass each ([`EvalPlan::fusing_passes`]).
 ///
 /// ```
 /// use catml_core::interp::{EvalOptions, Executable};
@@ -77,12 +78,33 @@ impl Executable {
     pub fn new(program: Program) -> Result<Executable, EvalError> {
         let plain = EvalPlan::new(&program)?;
         let plan = plain.clone().folding_sums(&program).fusing_passes(&program);
-        Ok(Executable {
+        Ok(Executable::planned(program, plan, plain))
+    }
+
+    /// `program` with a plan of the caller's choosing: [`EvalPlan::new`]'s, perhaps
+    /// [`folding_sums`](EvalPlan::folding_sums) or [`fusing_passes`](EvalPlan::fusing_passes);
+    /// any other plan (one of another program, say) is refused.
+    pub fn with_plan(program: Program, plan: EvalPlan) -> Result<Executable, EvalError> {
+        let plain = EvalPlan::new(&program)?;
+        let folded = plain.clone().folding_sums(&program);
+        let made = [
+            plain.clone().fusing_passes(&program),
+            folded.clone().fusing_passes(&program),
+            folded,
+        ];
+        if plan != plain && !made.contains(&plan) {
+            return Err(EvalError::ForeignPlan);
+        }
+        Ok(Executable::planned(program, plan, plain))
+    }
+
+    fn planned(program: Program, plan: EvalPlan, plain: EvalPlan) -> Executable {
+        Executable {
             reuse: Mutex::new(empty_reuse(&plan)),
             program,
             plan,
             plain,
-        })
+        }
     }
 
     pub fn program(&self) -> &Program {

@@ -11,7 +11,7 @@ use smallvec::SmallVec;
 
 use super::eval::{convention_hit, kernel_error, non_finite, EvalError, EvalReport};
 use super::plan::Step;
-use crate::ir::{BlockKernel, Program, Var};
+use crate::ir::{BlockKernel, Program, Reads, Var};
 use crate::tensor::{alloc, kernels, Array, DType, Float, Tensor};
 
 /// The most nodes in one group (each holds a block of scratch while the pass runs).
@@ -34,8 +34,9 @@ pub(crate) enum Source {
 pub(crate) struct Group {
     /// Node indices in program order, the root last.
     pub members: Vec<usize>,
-    /// Each member's operands.
+    /// Each member's operands, and how it reads them.
     pub sources: Vec<SmallVec<[Source; 2]>>,
+    pub reads: Vec<Reads>,
     /// The values the group reads from outside it, each once.
     pub externals: Vec<Var>,
 }
@@ -50,29 +51,40 @@ impl Group {
             return false;
         };
         let ok = |k: usize, m: usize, sources: &SmallVec<[Source; 2]>| {
+            let repeats = matches!(self.reads[k], Reads::Repeats { .. });
             m < nodes.len()
                 && nodes[m].ty == nodes[root].ty
                 && sources.len() == nodes[m].operands.len()
+                && (!repeats || sources.len() == 1)
                 && sources.iter().all(|s| match *s {
-                    Source::Member(j) => j < k,
+                    Source::Member(j) => j < k && !repeats,
                     Source::External(e) => e < self.externals.len(),
                 })
         };
         root < nodes.len()
             && self.members.len() <= MAX_MEMBERS
             && self.sources.len() == self.members.len()
+            && self.reads.len() == self.members.len()
             && (self.members.iter().zip(&self.sources).enumerate()).all(|(k, (&m, s))| ok(k, m, s))
     }
 }
 
-/// Whether node `i` can join a fused pass: it has a block kernel, is still run by its own
-/// kernel (`Step::Eval`), and it and its operands are of one float type.
-fn joinable(p: &Program, steps: &[Step], i: usize) -> bool {
+/// How a fused pass would read node `i`'s operands: `None` unless it has a block kernel
+/// (`ir::BlockKernel`) that serves its operand types and is of a float type.
+fn reads(p: &Program, i: usize) -> Option<Reads> {
     let node = &p.nodes()[i];
-    steps[i] == Step::Eval
-        && node.ty.dtype.is_float()
-        && node.prim.elementwise().is_some()
-        && node.operands.iter().all(|&o| *p.ty(o) == node.ty)
+    let kernel = node
+        .prim
+        .elementwise()
+        .filter(|_| node.ty.dtype.is_float())?;
+    let inputs: SmallVec<[_; 2]> = node.operands.iter().map(|&o| p.ty(o).clone()).collect();
+    kernel.reads(&inputs, &node.ty)
+}
+
+/// Whether node `i` can join a fused pass: it is still run by its own kernel (`Step::Eval`),
+/// and a pass could read its operands.
+fn joinable(p: &Program, steps: &[Step], i: usize) -> bool {
+    steps[i] == Step::Eval && reads(p, i).is_some()
 }
 
 /// The groups of `p` given its steps so far (folded sums stay as they are): a joinable node
@@ -105,7 +117,13 @@ pub(crate) fn fuse_groups(
             continue;
         }
         let mut mine = Vec::new();
-        for o in &node.operands {
+        // Only a node reading blocks of its own type takes other members' blocks.
+        let blocks = reads(p, k) == Some(Reads::Blocks);
+        for o in node
+            .operands
+            .iter()
+            .filter(|&&o| blocks && *p.ty(o) == node.ty)
+        {
             let Some(j) = o.index().checked_sub(n_in) else {
                 continue;
             };
@@ -167,9 +185,14 @@ fn group_of(p: &Program, members: Vec<usize>) -> Group {
                 .collect()
         })
         .collect();
+    let reads = members
+        .iter()
+        .map(|&m| reads(p, m).unwrap_or(Reads::Blocks))
+        .collect();
     Group {
         members,
         sources,
+        reads,
         externals,
     }
 }
@@ -253,10 +276,20 @@ fn pass<T: BlockFloat>(
     let mut externals: SmallVec<[&[T]; 8]> = SmallVec::new();
     for e in &group.externals {
         let value = env[e.index()].as_ref().and_then(T::array);
-        match value {
-            Some(a) if a.len() == n => externals.push(a.data()),
-            // Only a plan of another program can get here.
-            _ => return Err(EvalError::ForeignPlan),
+        // Only a plan of another program can leave a value missing or of another dtype.
+        externals.push(value.ok_or(EvalError::ForeignPlan)?.data());
+    }
+    // Each read must lie inside its value (the same check against another program's plan).
+    for (sources, reads) in group.sources.iter().zip(&group.reads) {
+        let inside = |&s: &Source| match (s, *reads) {
+            (Source::Member(_), _) => true,
+            (Source::External(e), Reads::Blocks) => externals[e].len() == n,
+            (Source::External(e), Reads::Repeats { len, inner }) => {
+                externals[e].len() == len && len > 0 && inner > 0
+            }
+        };
+        if !sources.iter().all(inside) {
+            return Err(EvalError::ForeignPlan);
         }
     }
     let mut kernels: SmallVec<[&dyn BlockKernel; MAX_MEMBERS]> = SmallVec::new();
@@ -284,9 +317,20 @@ fn pass<T: BlockFloat>(
                 return;
             }
             let (start, len) = (at + b * BLOCK, piece.len());
-            for (k, (kernel, sources)) in kernels.iter().zip(&group.sources).enumerate() {
+            let members = kernels.iter().zip(&group.sources).zip(&group.reads);
+            for (k, ((kernel, sources), reads)) in members.enumerate() {
                 let (done, rest) = blocks.split_at_mut(k);
                 let out = &mut rest[0][..len];
+                if let (Reads::Repeats { len, inner }, [Source::External(e)]) =
+                    (reads, &sources[..])
+                {
+                    repeat_into(out, externals[*e], start, *len, *inner);
+                    if check && T::any_non_finite(out) {
+                        failed.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    continue;
+                }
                 let x: SmallVec<[&[T]; 4]> = sources
                     .iter()
                     .map(|s| match *s {
@@ -313,6 +357,28 @@ fn pass<T: BlockFloat>(
     // SAFETY: no block failed, so the pieces' blocks covered all n elements and wrote each.
     unsafe { out.set_len(n) };
     Ok(Some(Array::from_parts(nodes[root].ty.shape.clone(), out)))
+}
+
+/// out[i] = x[((start + i) / inner) % len]: the block at `start` of a broadcast of `x`
+/// (`Reads::Repeats`), written run by run: a fill of one value, or a copy of a stretch of `x`.
+fn repeat_into<T: Float>(out: &mut [T], x: &[T], start: usize, len: usize, inner: usize) {
+    if len == 1 {
+        return out.fill(x[0]);
+    }
+    let (mut f, mut o) = (start, 0);
+    while o < out.len() {
+        let q = (f / inner) % len;
+        let run = if inner == 1 {
+            let run = (len - q).min(out.len() - o);
+            out[o..o + run].copy_from_slice(&x[q..q + run]);
+            run
+        } else {
+            let run = (inner - f % inner).min(out.len() - o);
+            out[o..o + run].fill(x[q]);
+            run
+        };
+        (f, o) = (f + run, o + run);
+    }
 }
 
 /// The group's members run by their own kernels, in order, each result checked as evaluation
@@ -349,4 +415,22 @@ fn one_by_one(
         values.push(value);
     }
     values.pop().ok_or(EvalError::ForeignPlan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::repeat_into;
+
+    #[test]
+    fn repeated_blocks_follow_the_index_formula() {
+        let x: Vec<f64> = (0..7).map(f64::from).collect();
+        for (len, inner) in [(1, 1), (1, 5), (7, 1), (7, 3), (3, 50)] {
+            for start in [0, 1, 6, 20, 149, 1000] {
+                let mut out = vec![-1.0; 37];
+                repeat_into(&mut out, &x[..len], start, len, inner);
+                let want: Vec<f64> = (0..37).map(|i| x[((start + i) / inner) % len]).collect();
+                assert_eq!(out, want, "len {len} inner {inner} start {start}");
+            }
+        }
+    }
 }

@@ -171,10 +171,14 @@ impl EvalPlan {
         self.peak
     }
 
-    /// Whether this plan could be `p`'s (same input, node and operand counts, and folded sums
-    /// that are sums of `p`).
+    /// Whether this plan could be `p`'s (same input, node and operand counts, folded sums that
+    /// are sums of `p`, and `p`'s peak, so that the budget is checked against the right
+    /// figure).
     pub(crate) fn fits(&self, p: &Program) -> bool {
-        self.shape == shape_of(p) && self.last.len() == p.n_vars() && steps_fit(&self.steps, p)
+        self.shape == shape_of(p)
+            && self.last.len() == p.n_vars()
+            && steps_fit(&self.steps, p)
+            && self.peak == peak_of(p, &dying(p), &[])
     }
 
     /// Refuses the plan when its peak exceeds the budget (`per_call`, else the process's).

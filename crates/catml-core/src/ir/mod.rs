@@ -24,7 +24,7 @@ mod validate;
 
 pub use attrs::{attrs_json, attrs_of, AttrReader};
 pub use batch::{with_lead, without_lead, BatchCtx};
-pub use block::BlockKernel;
+pub use block::{BlockKernel, Reads};
 pub use budget::{Budget, BudgetSite};
 pub use builder::{BuildError, Builder};
 pub use compose::ComposeError;

@@ -63,6 +63,25 @@ fn a_fused_pass_never_raises_the_planned_peak() {
 }
 
 #[test]
+fn an_executable_takes_a_plan_of_its_program_only() {
+    let (p, inputs) = adam_step(DType::F64, 100);
+    let (other, _) = adam_step(DType::F64, 200);
+    let plain = EvalPlan::new(&p).unwrap();
+    let fused = plain.clone().fusing_passes(&p);
+    let err = Executable::with_plan(other.clone(), fused.clone()).unwrap_err();
+    assert_eq!(err, EvalError::ForeignPlan);
+    // The same counts, but another size: the plan's peak is not the program's.
+    let args = vec![values(DType::F64, 200, 0, 0); 4];
+    let err = interp::eval_planned(&other, &plain, &args, EvalOptions::default()).unwrap_err();
+    assert_eq!(err, EvalError::ForeignPlan);
+    let want = interp::eval(&p, &inputs).unwrap();
+    for plan in [plain, fused] {
+        let exe = Executable::with_plan(p.clone(), plan).unwrap();
+        assert_eq!(exe.run(&inputs, EvalOptions::default()).unwrap(), want);
+    }
+}
+
+#[test]
 fn values_a_pass_no_longer_holds_are_still_read_by_their_other_readers() {
     // t = exp(x) is read by the chain and by an output, so the chain starts after it; u =
     // t · x is read by a later product only: two passes, one ending where the other reads.
@@ -188,4 +207,49 @@ fn conventions_met_inside_a_pass_are_reported_as_the_interpreter_reports_them() 
         .unwrap();
     assert_eq!(got, want);
     assert_eq!(got_report, report);
+}
+
+#[test]
+fn broadcasts_into_a_chain_repeat_their_operand_in_the_pass() {
+    // 300 x 7 x 50 elements, split across threads; operands broadcast along the last, the
+    // middle, the first axis and a unit axis join the pass; one along the first and last axes
+    // (not consecutive) runs alone.
+    let dims = [300, 7, 50];
+    let n = 300 * 7 * 50;
+    for dtype in [DType::F32, DType::F64] {
+        let ty = |d: &[usize]| TensorType::new(dtype, d.to_vec());
+        let mut b = Builder::new();
+        let x = b.input("x", ty(&dims), InputKind::Data).unwrap();
+        let shape: catml::tensor::Shape = dims.to_vec().into();
+        let mut y = x;
+        let operands: [(&[usize], Vec<usize>); 5] = [
+            (&[50], vec![2]),
+            (&[7], vec![1]),
+            (&[300], vec![0]),
+            (&[7, 1], vec![1, 2]),
+            (&[300, 50], vec![0, 2]),
+        ];
+        let mut inputs = vec![values(dtype, n, 0, 0).reshaped(dims.to_vec().into())];
+        for (k, (d, into)) in operands.iter().enumerate() {
+            let v = b.input(&format!("b{k}"), ty(d), InputKind::Param).unwrap();
+            let bv = b.broadcast(v, shape.clone(), into.clone()).unwrap();
+            y = match k % 2 {
+                0 => b.add(y, bv).unwrap(),
+                _ => b.mul(y, bv).unwrap(),
+            };
+            let size = d.iter().product();
+            inputs.push(values(dtype, size, k + 1, 0).reshaped(d.to_vec().into()));
+        }
+        let y = b.tanh(y).unwrap();
+        let p = b.finish(&[y]).unwrap();
+        let want = interp::eval(&p, &inputs).unwrap();
+        let exe = Executable::new(p).unwrap();
+        // Ten nodes join, and a pass holds at most eight: two passes.
+        assert_eq!(exe.plan().fused_passes(), 2);
+        assert_eq!(
+            exe.run(&inputs, EvalOptions::default()).unwrap(),
+            want,
+            "{dtype}"
+        );
+    }
 }

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use crate::ir::{
-    AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
+    AttrReader, Attrs, BlockKernel, Builder, KernelError, Prim, Primitive, Reads, Registry,
+    RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn};
 use crate::ir::{Linearity, Transpose};
@@ -33,6 +34,54 @@ impl RingKernel for Broadcast {
     }
 }
 
+/// A broadcast's block kernel: a fused pass writes its blocks from the repeating operand
+/// ([`Reads::Repeats`]); given the operand already expanded, it copies it.
+macro_rules! broadcast_blocks {
+    ($ty:ident) => {
+        impl BlockKernel for $ty {
+            fn reads(&self, inputs: &[TensorType], output: &TensorType) -> Option<Reads> {
+                repeats(&inputs[0], output, &self.result_dims())
+            }
+            fn block_f32(&self, x: &[&[f32]], out: &mut [f32]) -> bool {
+                out.copy_from_slice(x[0]);
+                true
+            }
+            fn block_f64(&self, x: &[&[f64]], out: &mut [f64]) -> bool {
+                out.copy_from_slice(x[0]);
+                true
+            }
+        }
+    };
+}
+
+broadcast_blocks!(Broadcast);
+broadcast_blocks!(BroadcastRows);
+
+/// How a broadcast of `x` to `out` repeats it, operand dim i going to result dim `dims[i]`:
+/// when the operand's axes of size above 1 go to consecutive result axes, result element f is
+/// operand element (f / inner) % len, inner being the size of the result axes after them.
+fn repeats(x: &TensorType, out: &TensorType, dims: &[usize]) -> Option<Reads> {
+    let kept: Vec<usize> = (0..x.rank())
+        .filter(|&i| x.dims()[i] != 1)
+        .map(|i| dims[i])
+        .collect();
+    if kept.windows(2).any(|w| w[1] != w[0] + 1) {
+        return None;
+    }
+    let after = kept.last().map_or(out.rank(), |&d| d + 1);
+    Some(Reads::Repeats {
+        len: x.numel(),
+        inner: out.dims()[after..].iter().product(),
+    })
+}
+
+impl Broadcast {
+    /// Where each operand axis goes.
+    fn result_dims(&self) -> Vec<usize> {
+        self.dims.clone()
+    }
+}
+
 impl Primitive for Broadcast {
     fn name(&self) -> &str {
         "broadcast"
@@ -48,6 +97,9 @@ impl Primitive for Broadcast {
     }
     fn copies_operand_values(&self) -> bool {
         true
+    }
+    fn elementwise(&self) -> Option<&dyn BlockKernel> {
+        Some(self)
     }
     fn attrs(&self) -> Attrs {
         crate::ir::attrs_of([
@@ -171,6 +223,13 @@ impl RingKernel for BroadcastRows {
     }
 }
 
+impl BroadcastRows {
+    /// Where the operand's one axis goes: the result's second.
+    fn result_dims(&self) -> Vec<usize> {
+        vec![1]
+    }
+}
+
 impl Primitive for BroadcastRows {
     fn name(&self) -> &str {
         "broadcast_rows"
@@ -183,6 +242,9 @@ impl Primitive for BroadcastRows {
     }
     fn copies_operand_values(&self) -> bool {
         true
+    }
+    fn elementwise(&self) -> Option<&dyn BlockKernel> {
+        Some(self)
     }
     fn attrs(&self) -> Attrs {
         crate::ir::attrs_of([("rows", self.rows.into())])
