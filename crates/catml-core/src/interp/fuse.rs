@@ -81,14 +81,8 @@ fn reads(p: &Program, i: usize) -> Option<Reads> {
     kernel.reads(&inputs, &node.ty)
 }
 
-/// Whether node `i` can join a fused pass: it is still run by its own kernel (`Step::Eval`),
-/// and a pass could read its operands.
-fn joinable(p: &Program, steps: &[Step], i: usize) -> bool {
-    steps[i] == Step::Eval && reads(p, i).is_some()
-}
-
-/// The groups of `p` given its steps so far (folded sums stay as they are): a joinable node
-/// absorbs each joinable operand node whose value it alone reads and that is no output, while
+/// The groups of `p` given its steps so far (folded sums stay as they are): a node that can
+/// join a pass absorbs each such operand node whose value it alone reads and that is no output, while
 /// the group stays within `MAX_MEMBERS`. Marks members `Within` and roots `Fused`, and moves
 /// the death of every value a group reads to its root, where the pass reads it.
 pub(crate) fn fuse_groups(
@@ -113,12 +107,13 @@ pub(crate) fn fuse_groups(
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     let mut absorbed = vec![false; nodes.len()];
     for (k, node) in nodes.iter().enumerate() {
-        if !joinable(p, steps, k) {
+        // A node joins a pass while still run by its own kernel, if a pass can read its
+        // operands; only one reading blocks of its own type takes other members' blocks.
+        let Some(read) = reads(p, k).filter(|_| steps[k] == Step::Eval) else {
             continue;
-        }
+        };
+        let blocks = read == Reads::Blocks;
         let mut mine = Vec::new();
-        // Only a node reading blocks of its own type takes other members' blocks.
-        let blocks = reads(p, k) == Some(Reads::Blocks);
         for o in node
             .operands
             .iter()
