@@ -54,8 +54,8 @@ fn empty_reuse(plan: &EvalPlan) -> Reuse {
 pub struct Executable {
     program: Program,
     plan: EvalPlan,
-    /// The plan without folded sums or fused passes: what a call that reports conventions, or
-    /// that failed and looks again for the interpreter's error, follows.
+    /// The plan without folded sums or fused passes, which a call that failed follows again to
+    /// find the interpreter's error.
     plain: EvalPlan,
     reuse: Mutex<Reuse>,
 }
