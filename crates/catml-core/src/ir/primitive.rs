@@ -225,9 +225,9 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         false
     }
 
-    /// This operation on blocks of elements, when it is elementwise on operands of the result's
-    /// type: an executable then runs a chain of such nodes as one pass
-    /// ([`BlockKernel`](super::BlockKernel)).
+    /// This operation on blocks of elements, when each result element depends on one element
+    /// of each operand (an elementwise operation, a broadcast): an executable then runs a chain
+    /// of such nodes as one pass ([`BlockKernel`](super::BlockKernel)).
     fn elementwise(&self) -> Option<&dyn super::BlockKernel> {
         None
     }

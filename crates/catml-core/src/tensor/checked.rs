@@ -6,8 +6,9 @@
 //! ([`asking`]; `Primitive::counts_non_finite`: matmul, linear, the elementwise rows and
 //! `tanh_pullback`); the kernel takes the request ([`asked`]) and reports the count
 //! ([`Request::counted`]); without a count, evaluation scans the result itself. A kernel of
-//! any other primitive that calls such a kernel for a part of its work finds no request. The protocol is per thread: the kernel is
-//! called on the evaluating thread, and gathers its pieces' counts from the pool threads.
+//! any other primitive that calls such a kernel for a part of its work finds no request. The
+//! protocol is per thread: the kernel is called on the evaluating thread, and gathers its
+//! pieces' counts from the pool threads.
 //!
 //! Requests nest: a kernel that evaluates a program of its own (a scan's body, say) starts an
 //! evaluation, which first withdraws the open request ([`withdraw`]), so that no inner kernel

@@ -388,9 +388,8 @@ impl Binary {
         };
         block_of(self.check(x[0], x[1]).is_ok(), native, computed, x, out)
     }
-}
 
-impl Binary {
+    /// How many element pairs sit at the row's kink.
     fn conventions<T: Float>(&self, x: &[&[T]]) -> usize {
         let Some(k) = self.row.kink else {
             return 0;
@@ -844,15 +843,11 @@ impl Primitive for Binary {
         self.row.fragment
     }
     fn convention_points(&self, x: &[&Tensor]) -> usize {
-        let Some(k) = self
-            .row
-            .kink
-            .filter(|_| !super::int::any_i64(x.iter().copied()))
-        else {
-            return 0;
-        };
-        let (a, b) = (x[0].to_f64_vec(), x[1].to_f64_vec());
-        a.iter().zip(&b).filter(|(a, b)| k(**a, **b)).count()
+        match x {
+            [Tensor::F32(a), Tensor::F32(b)] => self.conventions(&[a.data(), b.data()]),
+            [Tensor::F64(a), Tensor::F64(b)] => self.conventions(&[a.data(), b.data()]),
+            _ => 0,
+        }
     }
     fn jvp(
         &self,

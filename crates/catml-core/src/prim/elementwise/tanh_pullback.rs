@@ -98,11 +98,11 @@ impl Primitive for TanhPullback {
             None => self.eval(&operand_refs(x)),
         }
     }
-    /// The zipped passes count the result as they write it (`dispatch::zip_in_place`,
-    /// `kernels::zip_copy`).
     fn elementwise(&self) -> Option<&dyn BlockKernel> {
         Some(self)
     }
+    /// The zipped passes count the result as they write it (`dispatch::zip_in_place`,
+    /// `kernels::zip_copy`).
     fn counts_non_finite(&self, output: &TensorType) -> bool {
         output.numel() >= kernels::COUNTED_MIN
     }

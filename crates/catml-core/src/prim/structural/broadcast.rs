@@ -40,7 +40,7 @@ macro_rules! broadcast_blocks {
     ($ty:ident) => {
         impl BlockKernel for $ty {
             fn reads(&self, inputs: &[TensorType], output: &TensorType) -> Option<Reads> {
-                repeats(&inputs[0], output, &self.result_dims())
+                repeats(&inputs[0], output, self.result_dims())
             }
             fn block_f32(&self, x: &[&[f32]], out: &mut [f32]) -> bool {
                 out.copy_from_slice(x[0]);
@@ -77,8 +77,8 @@ fn repeats(x: &TensorType, out: &TensorType, dims: &[usize]) -> Option<Reads> {
 
 impl Broadcast {
     /// Where each operand axis goes.
-    fn result_dims(&self) -> Vec<usize> {
-        self.dims.clone()
+    fn result_dims(&self) -> &[usize] {
+        &self.dims
     }
 }
 
@@ -225,8 +225,8 @@ impl RingKernel for BroadcastRows {
 
 impl BroadcastRows {
     /// Where the operand's one axis goes: the result's second.
-    fn result_dims(&self) -> Vec<usize> {
-        vec![1]
+    fn result_dims(&self) -> &[usize] {
+        &[1]
     }
 }
 
