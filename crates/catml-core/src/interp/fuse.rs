@@ -17,6 +17,9 @@ use crate::tensor::{alloc, kernels, Array, DType, Float, Tensor};
 /// The most nodes in one group (each holds a block of scratch while the pass runs).
 const MAX_MEMBERS: usize = 8;
 
+/// The most operands of a member (elementwise rows take one or two).
+const MAX_OPERANDS: usize = 4;
+
 /// Elements of each node's block (2 KiB of f64: the group's blocks together stay in L1).
 const BLOCK: usize = 256;
 
@@ -55,6 +58,7 @@ impl Group {
             m < nodes.len()
                 && nodes[m].ty == nodes[root].ty
                 && sources.len() == nodes[m].operands.len()
+                && sources.len() <= MAX_OPERANDS
                 && (!repeats || sources.len() == 1)
                 && sources.iter().all(|s| match *s {
                     Source::Member(j) => j < k && !repeats,
@@ -70,13 +74,14 @@ impl Group {
 }
 
 /// How a fused pass would read node `i`'s operands: `None` unless it has a block kernel
-/// (`ir::BlockKernel`) that serves its operand types and is of a float type.
+/// (`ir::BlockKernel`) that serves its operand types, is of a float type and reads at most
+/// `MAX_OPERANDS` operands.
 fn reads(p: &Program, i: usize) -> Option<Reads> {
     let node = &p.nodes()[i];
     let kernel = node
         .prim
         .elementwise()
-        .filter(|_| node.ty.dtype.is_float())?;
+        .filter(|_| node.ty.dtype.is_float() && node.operands.len() <= MAX_OPERANDS)?;
     let inputs: SmallVec<[_; 2]> = node.operands.iter().map(|&o| p.ty(o).clone()).collect();
     kernel.reads(&inputs, &node.ty)
 }
@@ -291,22 +296,33 @@ fn pass<T: BlockFloat>(
     for &m in &group.members {
         kernels.push(nodes[m].prim.elementwise().ok_or(EvalError::ForeignPlan)?);
     }
+    // A broadcast of one value gives every block the same block: it is written once per piece.
+    let constant: SmallVec<[Option<T>; MAX_MEMBERS]> = (group.sources.iter().zip(&group.reads))
+        .map(|(sources, reads)| match (reads, &sources[..]) {
+            (Reads::Repeats { len: 1, .. }, [Source::External(e)]) => Some(externals[*e][0]),
+            _ => None,
+        })
+        .collect();
     let mut out = alloc::with_capacity(n).map_err(|e| kernel_error(p, root, e.into()))?;
     let failed = AtomicBool::new(false);
     kernels::for_each_piece_at(&mut out.spare_capacity_mut()[..n], |piece, at| {
         let mut scratch = [[MaybeUninit::<T>::uninit(); BLOCK]; MAX_MEMBERS];
         let width = piece.len().min(BLOCK);
-        let mut blocks: SmallVec<[&mut [T]; MAX_MEMBERS]> = scratch[..kernels.len()]
-            .iter_mut()
-            .map(|s| {
+        let mut blocks: SmallVec<[&mut [T]; MAX_MEMBERS]> = (scratch.iter_mut().zip(&constant))
+            .map(|(s, c)| {
                 let s = &mut s[..width];
                 s.iter_mut().for_each(|v| {
-                    v.write(T::zero());
+                    v.write(c.unwrap_or(T::zero()));
                 });
                 // SAFETY: every element of `s` was written just above.
                 unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
             })
             .collect();
+        let constant_fails = |(b, c): (&&mut [T], &Option<T>)| c.is_some() && T::any_non_finite(b);
+        if check && blocks.iter().zip(&constant).any(constant_fails) {
+            failed.store(true, Ordering::Relaxed);
+            return;
+        }
         for (b, piece) in piece.chunks_mut(BLOCK).enumerate() {
             if failed.load(Ordering::Relaxed) {
                 return;
@@ -314,6 +330,9 @@ fn pass<T: BlockFloat>(
             let (start, len) = (at + b * BLOCK, piece.len());
             let members = kernels.iter().zip(&group.sources).zip(&group.reads);
             for (k, ((kernel, sources), reads)) in members.enumerate() {
+                if constant[k].is_some() {
+                    continue;
+                }
                 let (done, rest) = blocks.split_at_mut(k);
                 let out = &mut rest[0][..len];
                 if let (Reads::Repeats { len, inner }, [Source::External(e)]) =
@@ -326,17 +345,18 @@ fn pass<T: BlockFloat>(
                     }
                     continue;
                 }
-                let x: SmallVec<[&[T]; 4]> = sources
-                    .iter()
-                    .map(|s| match *s {
+                let mut operands: [&[T]; MAX_OPERANDS] = [&[]; MAX_OPERANDS];
+                for (x, s) in operands.iter_mut().zip(sources) {
+                    *x = match *s {
                         Source::Member(m) => &done[m][..len],
                         Source::External(e) => &externals[e][start..start + len],
-                    })
-                    .collect();
-                if let Some(c) = conventions {
-                    c[k].fetch_add(T::conventions(*kernel, &x), Ordering::Relaxed);
+                    };
                 }
-                if !T::block(*kernel, &x, out) || (check && T::any_non_finite(out)) {
+                let x = &operands[..sources.len()];
+                if let Some(c) = conventions {
+                    c[k].fetch_add(T::conventions(*kernel, x), Ordering::Relaxed);
+                }
+                if !T::block(*kernel, x, out) || (check && T::any_non_finite(out)) {
                     failed.store(true, Ordering::Relaxed);
                     return;
                 }

@@ -175,12 +175,18 @@ pub trait FloatZip: Sync {
 /// An elementwise unary float operation over a whole buffer, in place.
 pub trait FloatMapInPlace: Sync {
     fn apply_all<T: Float>(&self, buf: &mut [T]);
+
+    /// `out` = `x` mapped; by default a copy mapped in place, which a map of one element at a
+    /// time replaces by a single pass.
+    fn apply_from<T: Float>(&self, x: &[T], out: &mut [T]) {
+        out.copy_from_slice(x);
+        self.apply_all(out);
+    }
 }
 
-/// `k` on one block (`ir::BlockKernel`): `out` = the operand block, mapped in place.
+/// `k` on one block (`ir::BlockKernel`).
 pub fn map_block<T: Float, K: FloatMapInPlace>(k: &K, x: &[&[T]], out: &mut [T]) {
-    out.copy_from_slice(x[0]);
-    k.apply_all(out);
+    k.apply_from(x[0], out);
 }
 
 /// `k` on one block of two operands (`ir::BlockKernel`).

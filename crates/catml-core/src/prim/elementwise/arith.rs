@@ -1,5 +1,6 @@
 //! add, sub, neg, mul as rows: equal-shape elementwise ring operations (broadcasting is
-//! explicit), with kernels in the operand's own dtype that write into a dying operand's buffer.
+//! explicit), with kernels in the operand's own dtype that write into a dying operand's buffer;
+//! and div's kernel, of the same kind.
 //! add and sub are linear and mul bilinear, so their derivatives are the operations themselves
 //! (`BinaryDerivative::Linear`, `BinaryDerivative::Bilinear`); neg's is neg.
 
@@ -10,8 +11,8 @@ use super::unary_rows::base;
 use super::{Binary, Domain, Unary};
 use crate::ir::{Builder, Fragment, KernelError, Operands, Prim, RuleError, Var};
 use crate::prim::dispatch::{
-    eval_ring, eval_zip, map_block, map_in_place, zip_block, zip_in_place, FloatMapInPlace,
-    FloatZip, RingKernel,
+    eval_float, eval_ring, eval_zip, map_block, map_in_place, zip_block, zip_in_place, FloatKernel,
+    FloatMapInPlace, FloatZip, RingKernel,
 };
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, Float, Tensor};
@@ -62,6 +63,33 @@ ring_zip!(AddK, |a, b| a + b);
 ring_zip!(SubK, |a, b| a - b);
 ring_zip!(MulK, |a, b| a * b);
 
+/// x / y on floats. Division is correctly rounded in f32 as in f64, and an f64 quotient of two
+/// f32 values rounded to f32 is the f32 quotient (f64 carries more than 2 · 24 + 2 bits), so
+/// this kernel gives the bits of div's `f`.
+struct DivK;
+
+impl FloatZip for DivK {
+    fn apply<T: Float>(&self, a: T, b: T) -> T {
+        a / b
+    }
+}
+
+impl FloatKernel for DivK {
+    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        Ok(kernels::zip_copy(x[0], x[1], |a, b| self.apply(a, b))?)
+    }
+}
+
+/// div's kernel (the row is in `binary_rows`), in place in a dying operand.
+pub(super) const DIV_KERNEL: Option<TensorKernel> = Some(TensorKernel {
+    borrowed: |x: &[&Tensor]| eval_float(&DivK, x),
+    owned: |x: &mut Operands| zip_in_place(&DivK, x),
+    block: BlockFns {
+        f32: |x, out| zip_block(&DivK, x, out),
+        f64: |x, out| zip_block(&DivK, x, out),
+    },
+});
+
 struct NegK;
 
 impl RingKernel for NegK {
@@ -74,6 +102,11 @@ impl FloatMapInPlace for NegK {
     fn apply_all<T: Float>(&self, buf: &mut [T]) {
         for v in buf {
             *v = -*v;
+        }
+    }
+    fn apply_from<T: Float>(&self, x: &[T], out: &mut [T]) {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = -v;
         }
     }
 }

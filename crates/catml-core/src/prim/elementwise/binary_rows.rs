@@ -78,7 +78,7 @@ pub static BINARY_ROWS: &[&BinaryRow] = &[
         }),
         budget: RowBudget::Relative(1.0),
         fragment: Fragment::Outside,
-        kernel: None,
+        kernel: super::arith::DIV_KERNEL,
         int: Some(super::int::div),
         weight: 1,
         caps: [8.0, 8.0],

@@ -2,6 +2,8 @@
 
 pub(crate) mod arith;
 pub mod binary_rows;
+#[cfg(test)]
+mod fast_paths;
 pub mod int;
 pub mod row;
 mod row_draw;

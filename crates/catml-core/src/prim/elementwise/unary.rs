@@ -1,5 +1,5 @@
 //! The unary rows with native-precision kernels: exp, log, tanh, sigmoid, relu, heaviside,
-//! reciprocal, rsqrt. Their kernels compute in the operand's own dtype (tanh vectorised), so an
+//! reciprocal, rsqrt; and the kernels of sqrt, square and abs. Their kernels compute in the operand's own dtype (tanh vectorised), so an
 //! f32 result is the f32 library's; the f64 `f` of each row states the same function.
 //!
 //! Derivatives: exp' = y; log' = 1/x; tanh' applied to u is the fused tanh_pullback(y, u);
@@ -30,6 +30,11 @@ macro_rules! float_map {
                 for v in buf {
                     let $v: T = *v;
                     *v = $body;
+                }
+            }
+            fn apply_from<T: Float>(&self, x: &[T], out: &mut [T]) {
+                for (o, &$v) in out.iter_mut().zip(x) {
+                    *o = $body;
                 }
             }
         }
@@ -68,6 +73,16 @@ float_map!(HeavisideK, |v| if v > T::zero() {
 });
 float_map!(ReciprocalK, |v| T::one() / v);
 float_map!(RsqrtK, |v| T::one() / v.sqrt());
+float_map!(SqrtK, |v| v.sqrt());
+float_map!(SquareK, |v| v * v);
+float_map!(AbsK, |v| v.abs());
+
+/// Kernels of rows stated in `unary_rows`. Each operation is correctly rounded (√x, x²) or
+/// exact (|x|) in f32 as in f64, and an f64 result rounded to f32 is then the f32 result (f64
+/// carries more than 2 · 24 + 2 bits), so the operand's own dtype gives the bits `f` gives.
+pub(super) const SQRT_KERNEL: Option<TensorKernel> = kernel!(SqrtK);
+pub(super) const SQUARE_KERNEL: Option<TensorKernel> = kernel!(SquareK);
+pub(super) const ABS_KERNEL: Option<TensorKernel> = kernel!(AbsK);
 
 struct TanhK;
 

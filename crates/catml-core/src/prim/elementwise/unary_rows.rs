@@ -367,6 +367,7 @@ pub static UNARY_ROWS: &[&UnaryRow] = &[
     ),
     &UnaryRow {
         domain: |_| Domain::NonNegative,
+        kernel: super::unary::SQRT_KERNEL,
         ..smooth(
             "sqrt",
             "√x, x >= 0",
@@ -381,6 +382,7 @@ pub static UNARY_ROWS: &[&UnaryRow] = &[
         rule: RuleKind::Convention("abs'(0) = 0"),
         kink: Some(|x, _| x == 0.0),
         budget: RowBudget::Exact,
+        kernel: super::unary::ABS_KERNEL,
         ..smooth(
             "abs",
             "|x|",
@@ -414,6 +416,7 @@ pub static UNARY_ROWS: &[&UnaryRow] = &[
         int: Some(super::int::square),
         lower: Some(|b, x, _| b.mul(x, x)),
         cap: 8.0,
+        kernel: super::unary::SQUARE_KERNEL,
         ..smooth("square", "x²", |x, _| x * x, square_d, |x, _| x.square())
     },
     &UnaryRow {
