@@ -306,13 +306,6 @@ def report(machine, peers, catml, catml_error, only, gemm=None):
         print(f"- CatML timings unavailable: {catml_error}")
     print()
 
-    floors, peaks = gemm_floors(gemm) if gemm else ({}, {})
-    if peaks:
-        print_peaks(peaks)
-        print("- floor: the row's own matrix products at the best candidate's time; "
-              "CatML/floor 1.00 means nothing but the products")
-        print()
-
     rows = {}  # keep peers' order, then any extra CatML rows
     flops = {}
     for r in peers:
@@ -322,6 +315,22 @@ def report(machine, peers, catml, catml_error, only, gemm=None):
             rows.setdefault(key(r), {})["catml"] = r["seconds"]
             flops[key(r)] = r.get("flops")
 
+    floors, peaks = gemm_floors(gemm) if gemm else ({}, {})
+
+    def floor_of(k):
+        workload, size, dtype, mode = k
+        # The GEMM products are those of the large sizes; the 2x3 rows have no floor.
+        return floors.get((workload, dtype, mode)) if size != "2x3" else None
+
+    has_floor = any(floor_of(k) is not None for k in rows)
+    if peaks:
+        print_peaks(peaks)
+    if has_floor:
+        print("- floor: the row's own matrix products at the best candidate's time; "
+              "CatML/floor 1.00 means nothing but the products")
+    if peaks or has_floor:
+        print()
+
     print("| workload | size | dtype | mode | CatML | JAX jit | NumPy | JAX/CatML | NumPy/CatML "
           "| GFLOP/s | of peak | floor | CatML/floor |")
     print("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
@@ -329,8 +338,7 @@ def report(machine, peers, catml, catml_error, only, gemm=None):
         workload, size, dtype, mode = k
         c, j, n = t.get("catml"), t.get("jax_jit"), t.get("numpy")
         gflops, of_peak = rate_cells(flops.get(k), c, peaks.get(dtype))
-        # The GEMM products are those of the large sizes; the 2x3 rows have no floor.
-        floor = floors.get((workload, dtype, mode)) if size != "2x3" else None
+        floor = floor_of(k)
         print(f"| {workload} | {size} | {dtype} | {mode} | {fmt_time(c)} | {fmt_time(j)} "
               f"| {fmt_time(n)} | {fmt_ratio(j, c)} | {fmt_ratio(n, c)} "
               f"| {gflops} | {of_peak} | {fmt_time(floor)} | {fmt_ratio(c, floor)} |")

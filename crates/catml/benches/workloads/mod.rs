@@ -92,8 +92,9 @@ fn normal(rng: &mut ChaCha8Rng, dtype: DType, dims: &[usize], scale: f64) -> Ten
     Tensor::from_f64s(dtype, dims.to_vec(), data).expect("sized")
 }
 
-/// A = X W + b, H = tanh A, Y = X + H W + b with one W and one b, each used twice.
-pub fn tied_residual(rows: usize, d: usize, dtype: DType) -> Workload {
+/// A = X W + b, H = tanh A, Y = X + H W + b with one W and one b, each used twice: the program
+/// alone, inputs X, W, b in that order.
+pub fn tied_residual_program(rows: usize, d: usize, dtype: DType) -> Program {
     let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
     let mut b = Builder::new();
     let x = b.input("X", ty(&[rows, d]), InputKind::Data).unwrap();
@@ -106,7 +107,12 @@ pub fn tied_residual(rows: usize, d: usize, dtype: DType) -> Workload {
     let hw = b.matmul(h, w).unwrap();
     let hwb = b.add(hw, bb).unwrap();
     let y = b.add(x, hwb).unwrap();
-    let p = b.finish(&[y]).unwrap();
+    b.finish(&[y]).unwrap()
+}
+
+/// The tied residual block on standard normal X and b, and W scaled by 1/√d.
+pub fn tied_residual(rows: usize, d: usize, dtype: DType) -> Workload {
+    let p = tied_residual_program(rows, d, dtype);
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let inputs = vec![
         normal(&mut rng, dtype, &[rows, d], 1.0),

@@ -92,7 +92,7 @@ fn a_sum_fed_by_a_product_is_folded_within_the_budget_of_k_plus_one_terms() {
 
 /// The tied block A = X W + b, H = tanh A, Y = X + H W + b, and its derivative program.
 fn tied_block_vjp(dtype: DType) -> (Program, Vec<Tensor>) {
-    let p = crate::tied_block::tied_block(16, 40, dtype);
+    let p = crate::workloads::tied_residual_program(16, 40, dtype);
     let v = catml::ad::vjp(&p).unwrap().program;
     let scale = |t: Tensor, f: f64| t.map_f64(|e| e * f);
     let inputs = vec![

@@ -5,13 +5,14 @@
 //! (step 1e-6, tolerance 3e-7), the step and tolerance of its reference figures.
 
 use crate::common;
+use crate::workloads::tied_residual_program;
 
 use std::collections::BTreeMap;
 
 use catml::interp::{eval, order_inputs_named};
-use catml::ir::{json, Builder, InputKind, Program};
-use catml::prim::{builtins, Ops};
-use catml::tensor::{DType, Tensor, TensorType};
+use catml::ir::{json, Program};
+use catml::prim::builtins;
+use catml::tensor::{DType, Tensor};
 use common::{f64t, max_abs, random, rng, value_and_grad, Mat, Rng};
 
 /// Rounding-level agreement with the closed forms (the reference figure is 4.45e-16).
@@ -21,23 +22,6 @@ const FD_TOL: f64 = 3e-7;
 
 fn modules_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../modules")
-}
-
-/// The block at batch `rows` and width `d` in `dtype`, inputs X, W, b in that order.
-pub(crate) fn tied_block(rows: usize, d: usize, dtype: DType) -> Program {
-    let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
-    let mut b = Builder::new();
-    let x = b.input("X", ty(&[rows, d]), InputKind::Data).unwrap();
-    let w = b.input("W", ty(&[d, d]), InputKind::Param).unwrap();
-    let bias = b.input("b", ty(&[d]), InputKind::Param).unwrap();
-    let bb = b.broadcast_rows(bias, rows).unwrap();
-    let xw = b.matmul(x, w).unwrap();
-    let a = b.add(xw, bb).unwrap();
-    let h = b.tanh(a).unwrap();
-    let hw = b.matmul(h, w).unwrap();
-    let hwb = b.add(hw, bb).unwrap();
-    let y = b.add(x, hwb).unwrap();
-    b.finish(&[y]).unwrap()
 }
 
 /// (Y, X̄, W̄, b̄) from the closed forms, computed without CatML.
@@ -143,7 +127,7 @@ fn thirty_two_random_blocks_match_closed_forms_and_differences() {
     for _ in 0..32 {
         let rows = rand::RngExt::random_range(&mut rng, 1..=3);
         let d = rand::RngExt::random_range(&mut rng, 1..=4);
-        let p = tied_block(rows, d, DType::F64);
+        let p = tied_residual_program(rows, d, DType::F64);
         let inputs: Vec<Tensor> = p
             .input_types()
             .iter()
