@@ -1,6 +1,7 @@
 //! The unary rows with native-precision kernels: exp, log, tanh, sigmoid, relu, heaviside,
-//! reciprocal, rsqrt; and the kernels of sqrt, square and abs. Their kernels compute in the operand's own dtype (tanh vectorised), so an
-//! f32 result is the f32 library's; the f64 `f` of each row states the same function.
+//! reciprocal, rsqrt; and the kernels of sqrt, square and abs. Their kernels compute in the
+//! operand's own dtype (tanh vectorised), so an f32 result is the f32 library's; the f64 `f` of
+//! each row states the same function.
 //!
 //! Derivatives: exp' = y; log' = 1/x; tanh' applied to u is the fused tanh_pullback(y, u);
 //! sigmoid' = y (1 - y); relu' = H(x) with H(0) = 0 (`docs/conventions.md`); H' = 0;
