@@ -303,6 +303,9 @@ fn pass<T: BlockFloat>(
             _ => None,
         })
         .collect();
+    if check && constant.iter().flatten().any(|c| !c.is_finite()) {
+        return Ok(None);
+    }
     let mut out = alloc::with_capacity(n).map_err(|e| kernel_error(p, root, e.into()))?;
     let failed = AtomicBool::new(false);
     kernels::for_each_piece_at(&mut out.spare_capacity_mut()[..n], |piece, at| {
@@ -318,11 +321,6 @@ fn pass<T: BlockFloat>(
                 unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
             })
             .collect();
-        let constant_fails = |(b, c): (&&mut [T], &Option<T>)| c.is_some() && T::any_non_finite(b);
-        if check && blocks.iter().zip(&constant).any(constant_fails) {
-            failed.store(true, Ordering::Relaxed);
-            return;
-        }
         for (b, piece) in piece.chunks_mut(BLOCK).enumerate() {
             if failed.load(Ordering::Relaxed) {
                 return;
@@ -376,10 +374,8 @@ fn pass<T: BlockFloat>(
 
 /// out[i] = x[((start + i) / inner) % len]: the block at `start` of a broadcast of `x`
 /// (`Reads::Repeats`), written run by run: a fill of one value, or a copy of a stretch of `x`.
+/// (A broadcast of one value never comes here: the pass writes its block once.)
 fn repeat_into<T: Float>(out: &mut [T], x: &[T], start: usize, len: usize, inner: usize) {
-    if len == 1 {
-        return out.fill(x[0]);
-    }
     let (mut f, mut o) = (start, 0);
     while o < out.len() {
         let q = (f / inner) % len;

@@ -146,6 +146,38 @@ fn a_non_finite_value_inside_a_pass_names_its_node() {
 }
 
 #[test]
+fn an_infinite_broadcast_value_inside_a_pass_names_the_broadcast() {
+    // tanh(x ⊙ broadcast(c)) with c = inf: the broadcast, which the pass writes once, is the
+    // first node with non-finite values, all 40000 of them from index 0.
+    let n = 40_000;
+    let mut b = Builder::new();
+    let x = b
+        .input("x", TensorType::new(DType::F32, [n]), InputKind::Data)
+        .unwrap();
+    let c = b
+        .input("c", TensorType::new(DType::F32, []), InputKind::Data)
+        .unwrap();
+    let cs = b.broadcast(c, [n], vec![]).unwrap();
+    let m = b.mul(x, cs).unwrap();
+    let t = b.tanh(m).unwrap();
+    let p = b.finish(&[t]).unwrap();
+    let c = Tensor::from_f64s(DType::F32, vec![], vec![f64::INFINITY]).unwrap();
+    let err = fails_as_the_interpreter(p, &[values(DType::F32, n, 5, 0), c]);
+    assert!(
+        matches!(
+            err,
+            EvalError::NonFinite {
+                index: 0,
+                count: 40_000,
+                first: 0,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_domain_error_inside_a_pass_names_its_node_and_an_earlier_failure_comes_first() {
     let ty = TensorType::new(DType::F64, [300]);
     let mut b = Builder::new();
