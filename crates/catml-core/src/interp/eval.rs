@@ -3,8 +3,9 @@ use std::collections::BTreeMap;
 use super::budget::Bytes;
 use super::fold::unshared;
 use super::fuse::run_group;
+use super::permutes::PermutedRun;
 use super::plan::{EvalPlan, Step};
-use crate::ir::{operand_refs, KernelError, Operands, Program, Var};
+use crate::ir::{operand_refs, KernelError, Operands, Permutes, Program, Var};
 use crate::tensor::{checked, Tensor, TensorType};
 
 /// Why evaluation stopped. Nothing is returned on error.
@@ -250,6 +251,22 @@ fn run_nodes(
                 }
                 continue;
             }
+            // The value is its operand's buffer, read through the permute by every reader.
+            Step::View => {
+                let source = env[ops[0].index()].clone();
+                env[n_in + i] = Some(source.ok_or(EvalError::ForeignPlan)?);
+                free_dying(env, ops, last, i);
+                continue;
+            }
+            // Made by the node making the operand, and nothing else reads that.
+            Step::Written => continue,
+            Step::Permuted(r) => {
+                let run = plan.permuted.get(r).ok_or(EvalError::ForeignPlan)?;
+                let (slot, out) = run_permuted(p, i, run, env, options.check_non_finite)?;
+                env[slot] = Some(out);
+                free_dying(env, ops, last, i);
+                continue;
+            }
             Step::Eval | Step::AddInto { .. } => {}
         }
         let fail = |source| kernel_error(p, i, source);
@@ -351,6 +368,51 @@ fn run_nodes(
         results.push(value);
     }
     Ok(())
+}
+
+/// Node `i`'s value by its permuted kernel, reading its operands and writing its result as
+/// `run` says; returns the slot it fills (node `i`'s, or that of the permute it writes).
+fn run_permuted(
+    p: &Program,
+    i: usize,
+    run: &PermutedRun,
+    env: &[Option<Tensor>],
+    check: bool,
+) -> Result<(usize, Tensor), EvalError> {
+    let node = &p.nodes()[i];
+    let fail = |source| kernel_error(p, i, source);
+    let kernel = node.prim.permuted().ok_or(EvalError::ForeignPlan)?;
+    let sources = held(env, &node.operands)?;
+    let operands: smallvec::SmallVec<[Option<&[usize]>; 4]> =
+        run.operands.iter().map(|perm| perm.as_deref()).collect();
+    let permutes = |result| Permutes {
+        operands: &operands,
+        result,
+    };
+    let result = run.result.as_ref().map(|(perm, _)| perm.as_slice());
+    let out = kernel
+        .eval_permuted(&sources, permutes(result))
+        .map_err(fail)?;
+    let slot = p.n_inputs() + run.result.as_ref().map_or(i, |&(_, into)| into);
+    let ty = p.ty(Var(slot as u32));
+    if out.dtype() != ty.dtype || *out.shape() != ty.shape {
+        return Err(fail(KernelError::Unsupported(format!(
+            "kernel returned {}, its type rule says {ty}",
+            out.ty()
+        ))));
+    }
+    let bad = if check { out.count_non_finite() } else { 0 };
+    if bad > 0 {
+        // Named in the node's own layout, as the interpreter names it.
+        let own = match result {
+            Some(_) => kernel
+                .eval_permuted(&sources, permutes(None))
+                .map_err(fail)?,
+            None => out,
+        };
+        return Err(non_finite(p, i, &own, bad));
+    }
+    Ok((slot, out))
 }
 
 /// The error of node `i`'s kernel.

@@ -32,7 +32,8 @@ fn empty_reuse(plan: &EvalPlan) -> Reuse {
 /// allocate as [`eval`](super::eval) does. A sum fed by a matrix product is folded into the
 /// product ([`EvalPlan::folding_sums`]); such a sum is within the budget of its k + 1 terms,
 /// and every other result is the interpreter's, bit for bit, chains of elementwise nodes
-/// included, which run as one pass each ([`EvalPlan::fusing_passes`]).
+/// included, which run as one pass each ([`EvalPlan::fusing_passes`]), and kernels reading or
+/// writing permutes in place ([`EvalPlan::permuting_in_place`]).
 ///
 /// ```
 /// use catml_core::interp::{EvalOptions, Executable};
@@ -77,22 +78,31 @@ impl Executable {
     /// ([`EvalPlan::new`]).
     pub fn new(program: Program) -> Result<Executable, EvalError> {
         let plain = EvalPlan::new(&program)?;
-        let plan = plain.clone().folding_sums(&program).fusing_passes(&program);
+        let plan = plain
+            .clone()
+            .folding_sums(&program)
+            .fusing_passes(&program)
+            .permuting_in_place(&program);
         Ok(Executable::planned(program, plan, plain))
     }
 
     /// `program` with a plan of the caller's choosing: [`EvalPlan::new`]'s, perhaps
-    /// [`folding_sums`](EvalPlan::folding_sums) or [`fusing_passes`](EvalPlan::fusing_passes);
-    /// any other plan (one of another program, say) is refused.
+    /// [`folding_sums`](EvalPlan::folding_sums), then perhaps
+    /// [`fusing_passes`](EvalPlan::fusing_passes), then perhaps
+    /// [`permuting_in_place`](EvalPlan::permuting_in_place); any other plan (one of another
+    /// program, say) is refused.
     pub fn with_plan(program: Program, plan: EvalPlan) -> Result<Executable, EvalError> {
         let plain = EvalPlan::new(&program)?;
-        let folded = plain.clone().folding_sums(&program);
-        let made = [
-            plain.clone().fusing_passes(&program),
-            folded.clone().fusing_passes(&program),
-            folded,
-        ];
-        if plan != plain && !made.contains(&plan) {
+        let mut made = vec![plain.clone()];
+        for step in [
+            EvalPlan::folding_sums,
+            EvalPlan::fusing_passes,
+            EvalPlan::permuting_in_place,
+        ] {
+            let next: Vec<EvalPlan> = made.iter().map(|m| step(m.clone(), &program)).collect();
+            made.extend(next);
+        }
+        if !made.contains(&plan) {
             return Err(EvalError::ForeignPlan);
         }
         Ok(Executable::planned(program, plan, plain))

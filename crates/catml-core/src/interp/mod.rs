@@ -9,7 +9,8 @@
 //!   allocated);
 //! - [`Executable`]: a program planned once, keeping its value buffers between calls, with
 //!   sums folded into the products that feed them (`fold`) and chains of elementwise nodes
-//!   run as one pass each (`fuse`);
+//!   run as one pass each (`fuse`), and permutes read and written in place by the kernels
+//!   next to them (`permutes`);
 //! - `rational`: exact values over arbitrary-precision rationals.
 
 mod budget;
@@ -19,6 +20,7 @@ mod executable;
 mod fold;
 mod fuse;
 mod params;
+mod permutes;
 mod plan;
 mod rational;
 mod shape;

@@ -5,6 +5,7 @@ use super::budget::budget_for;
 use super::eval::{EvalError, MAX_VALUE_BYTES};
 use super::fold::{fold_sums, steps_fit};
 use super::fuse::{fuse_groups, Group};
+use super::permutes::{permute_in_place, permutes_fit, PermutedRun};
 use crate::ir::{Program, Var};
 
 /// What evaluation does at a node.
@@ -22,6 +23,13 @@ pub(crate) enum Step {
     Fused(usize),
     /// Nothing: the node runs inside its group's fused pass, and its value is never held.
     Within,
+    /// Runs the node's permuted kernel as run `k` of the plan says (`permutes.rs`).
+    Permuted(usize),
+    /// Nothing is copied: this permute's value is its operand's buffer, which its readers read
+    /// through the permutation (`permutes.rs`).
+    View,
+    /// Nothing: this permute's value was written, permuted, by the node making its operand.
+    Written,
 }
 
 /// The largest total of live values while evaluating in order, and where it is reached.
@@ -64,6 +72,8 @@ pub struct EvalPlan {
     pub(crate) steps: Vec<Step>,
     /// The fused passes that `Step::Fused` names.
     pub(crate) groups: Vec<Group>,
+    /// The permuted kernels' runs that `Step::Permuted` names.
+    pub(crate) permuted: Vec<PermutedRun>,
 }
 
 fn shape_of(p: &Program) -> (usize, usize, usize) {
@@ -93,6 +103,7 @@ impl EvalPlan {
             shape: shape_of(p),
             steps: Vec::new(),
             groups: Vec::new(),
+            permuted: Vec::new(),
         })
     }
 
@@ -156,6 +167,60 @@ impl EvalPlan {
         }
     }
 
+    /// This plan of `p`, with permutes read and written in place (`docs/memory.md`, "Permutes
+    /// read in place"): a permute whose readers all read it through strides is never copied,
+    /// and one of a value read by it alone is written permuted by the node making that value.
+    /// Values are the plan's without it, bit for bit, and no value is held longer than the
+    /// permute it replaces was.
+    ///
+    /// ```
+    /// use catml_core::interp::{eval, eval_planned, EvalOptions, EvalPlan};
+    /// use catml_core::ir::json;
+    /// use catml_core::prim::builtins;
+    /// use catml_core::tensor::Tensor;
+    ///
+    /// let text = r#"{"format": "lensir-module/1",
+    ///     "inputs": [{"name": "a", "shape": [2, 3, 4]}, {"name": "b", "shape": [3, 4, 5]}],
+    ///     "nodes": [{"name": "e", "op": "exp", "operands": ["a"]},
+    ///               {"name": "t", "op": "permute", "operands": ["e"], "attrs": {"perm": [1, 0, 2]}},
+    ///               {"name": "y", "op": "batch_matmul", "operands": ["t", "b"]}],
+    ///     "outputs": ["y"]}"#;
+    /// let p = json::from_str(text, builtins()).unwrap();
+    /// let plan = EvalPlan::new(&p).unwrap().permuting_in_place(&p);
+    /// assert_eq!(plan.permutes_in_place(), 1); // t is never copied
+    /// let a = Tensor::f64([2, 3, 4], (0..24).map(|i| i as f64 / 24.0).collect()).unwrap();
+    /// let b = Tensor::f64([3, 4, 5], (0..60).map(|i| 1.0 - i as f64 / 30.0).collect()).unwrap();
+    /// let inputs = [a, b];
+    /// let y = eval_planned(&p, &plan, &inputs, EvalOptions::default()).unwrap();
+    /// assert_eq!(y, eval(&p, &inputs).unwrap());
+    /// ```
+    pub fn permuting_in_place(self, p: &Program) -> EvalPlan {
+        if !self.fits(p) {
+            return self;
+        }
+        let mut steps = match self.steps.is_empty() {
+            true => vec![Step::Eval; p.n_nodes()],
+            false => self.steps.clone(),
+        };
+        let mut last = self.last.clone();
+        let permuted = permute_in_place(p, &mut steps, &mut last);
+        if permuted.is_empty() {
+            return self;
+        }
+        EvalPlan {
+            last,
+            steps,
+            permuted,
+            ..self
+        }
+    }
+
+    /// How many permutes are read or written in place.
+    pub fn permutes_in_place(&self) -> usize {
+        let in_place = |s: &&Step| matches!(s, Step::View | Step::Written);
+        self.steps.iter().filter(in_place).count()
+    }
+
     /// How many sums are folded.
     pub fn folded_sums(&self) -> usize {
         self.steps.iter().filter(|s| **s == Step::Made).count()
@@ -178,6 +243,7 @@ impl EvalPlan {
         self.shape == shape_of(p)
             && self.last.len() == p.n_vars()
             && steps_fit(&self.steps, p)
+            && permutes_fit(&self.steps, &self.permuted, p)
             && self.peak == peak_of(p, &dying(p), &[])
     }
 
@@ -213,7 +279,7 @@ pub(crate) fn dying(p: &Program) -> Vec<Option<usize>> {
 /// pass) and dropped after its last reader.
 pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Peak {
     let n_in = p.n_inputs();
-    let held = |i: usize| steps.get(i) != Some(&Step::Within);
+    let held = |i: usize| !matches!(steps.get(i), Some(Step::Within | Step::View));
     let bytes = |v: usize| p.ty(Var(v as u32)).bytes() as u64;
     let mut freed = vec![0u64; p.n_nodes()];
     for (v, dies) in last.iter().enumerate().skip(n_in) {

@@ -15,6 +15,7 @@ pub mod json;
 mod linear;
 pub mod listing;
 mod listing_places;
+mod permuted;
 mod primitive;
 mod program;
 mod registry;
@@ -30,6 +31,7 @@ pub use builder::{BuildError, Builder};
 pub use compose::ComposeError;
 pub use draw::{Draw, DrawError, Drawing, Drawn, Interval};
 pub use linear::{Linearity, Transpose};
+pub use permuted::{PermutedKernel, Permutes};
 pub use primitive::{
     infer_type, operand_refs, same_prim, Attrs, Fragment, KernelError, Operands, Prim, Primitive,
     RuleError, RuleKind, TypeError,

@@ -232,6 +232,19 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// This node's kernel reading permuted operands or writing a permuted result in place:
+    /// an executable then copies no permute between it and its neighbours
+    /// ([`PermutedKernel`](super::PermutedKernel)).
+    fn permuted(&self) -> Option<&dyn super::PermutedKernel> {
+        None
+    }
+
+    /// `Some(perm)` when the result is the one operand with its axes permuted, axis j of the
+    /// result being axis `perm[j]` of the operand (`permute`).
+    fn permutation(&self) -> Option<&[usize]> {
+        None
+    }
+
     /// Whether every output element is a copy of an operand element (reshape, permute,
     /// broadcast, gather, ...). The interpreter checks each node's output for non-finite
     /// values; a copy of checked values needs no second scan.

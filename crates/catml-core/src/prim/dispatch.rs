@@ -150,6 +150,32 @@ pub fn eval_float<K: FloatKernel>(k: &K, x: &[&Tensor]) -> Result<Tensor, Kernel
     })
 }
 
+/// A kernel generic over floating-point elements that reads permuted operands and writes a
+/// permuted result in place ([`crate::ir::PermutedKernel`]).
+pub trait PermutedFloatKernel {
+    fn float_permuted<T: Float>(
+        &self,
+        x: &[&Array<T>],
+        permutes: crate::ir::Permutes<'_>,
+    ) -> Result<Array<T>, KernelError>;
+}
+
+pub fn eval_float_permuted<K: PermutedFloatKernel>(
+    k: &K,
+    x: &[&Tensor],
+    permutes: crate::ir::Permutes<'_>,
+) -> Result<Tensor, KernelError> {
+    Ok(match first_dtype(x)? {
+        DType::F32 => Tensor::F32(k.float_permuted(&unpack(x, Tensor::as_f32)?, permutes)?),
+        DType::F64 => Tensor::F64(k.float_permuted(&unpack(x, Tensor::as_f64)?, permutes)?),
+        d => {
+            return Err(KernelError::Unsupported(format!(
+                "{d} operands in a permuted float kernel"
+            )))
+        }
+    })
+}
+
 /// The first element where `bad` holds, as a domain error naming the offending value and the
 /// admissible domain: `log of 0 at element 1, expected a positive value`.
 pub fn check_domain_of<T: Float>(

@@ -95,6 +95,36 @@ pub(crate) fn row_major(dims: &[usize]) -> Strides {
     strides
 }
 
+/// Whether `perm` permutes the axes of a tensor of `rank` and keeps the last in place, so
+/// that a matrix kernel reads or writes its rows as runs of consecutive elements.
+pub fn keeps_last_axis(perm: &[usize], rank: usize) -> bool {
+    let mut seen = vec![false; rank];
+    perm.len() == rank
+        && perm.last() == Some(&(rank.max(1) - 1))
+        && perm
+            .iter()
+            .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true))
+}
+
+/// The strides, in a row-major buffer of `dims`, of its axes permuted by `perm` (axis j of the
+/// view is axis `perm[j]` of the buffer): how a permute is read in place.
+pub(crate) fn read_through(dims: &[usize], perm: &[usize]) -> Strides {
+    let stored = row_major(dims);
+    perm.iter().map(|&p| stored[p]).collect()
+}
+
+/// The strides of the axes of `dims` in a row-major buffer holding them permuted by `perm`
+/// (axis j of the buffer is axis `perm[j]` of `dims`): how a result is written permuted.
+pub(crate) fn write_through(dims: &[usize], perm: &[usize]) -> Strides {
+    let permuted: Strides = perm.iter().map(|&p| dims[p]).collect();
+    let stored = row_major(&permuted);
+    let mut strides: Strides = smallvec::smallvec![0; dims.len()];
+    for (j, &p) in perm.iter().enumerate() {
+        strides[p] = stored[j];
+    }
+    strides
+}
+
 impl From<Vec<usize>> for Shape {
     fn from(v: Vec<usize>) -> Shape {
         Shape::new(v)

@@ -32,6 +32,7 @@ mod nn_layers;
 mod ops_page;
 mod optim;
 mod parse_robustness;
+mod permutes_in_place;
 mod primitives;
 mod random;
 mod rational_composites;

@@ -17,10 +17,15 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
-use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
+use crate::ir::{PermutedKernel, Permutes};
+use crate::prim::dispatch::{
+    arity, eval_float, eval_float_permuted, float_operand, FloatKernel, PermutedFloatKernel,
+};
+use crate::prim::linalg::batch_matmul::stack_of;
 use crate::prim::softmax::masked_softmax::{check_scores, masked_rows, masked_rows_in_place};
 use crate::prim::Ops;
-use crate::tensor::kernels::{gemm_batched, gemm_into_serial, MatRef};
+use crate::tensor::keeps_last_axis;
+use crate::tensor::kernels::{gemm_batched, gemm_into_serial, MatRef, MatStack};
 use crate::tensor::{Array, Float, Tensor, TensorType};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -38,19 +43,6 @@ pub(crate) fn attention_sizes(q: &[usize], k: &[usize]) -> (usize, usize, usize,
     (q[1], q[2], k[2], q[3])
 }
 
-/// The operands Q_i and K_i^T of slice `i`'s scores.
-fn score_operands<'a, T>(
-    i: usize,
-    q: &'a [T],
-    k: &'a [T],
-    (_, tq, tk, d): (usize, usize, usize, usize),
-) -> (MatRef<'a, T>, MatRef<'a, T>) {
-    (
-        MatRef::new(&q[i * tq * d..(i + 1) * tq * d], tq, d),
-        MatRef::transpose_of(&k[i * tk * d..(i + 1) * tk * d], tk, d),
-    )
-}
-
 /// The weights of slice `i` (batch i / heads) into `p` (tq, tk), using `s` as scratch.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn probs_slice<T: Float>(
@@ -63,7 +55,8 @@ pub(crate) fn probs_slice<T: Float>(
     p: &mut [T],
 ) {
     let (heads, tq, tk, d) = sizes;
-    let (qi, kt) = score_operands(i, q, k, sizes);
+    let qi = MatRef::new(&q[i * tq * d..(i + 1) * tq * d], tq, d);
+    let kt = MatRef::transpose_of(&k[i * tk * d..(i + 1) * tk * d], tk, d);
     gemm_into_serial(s, qi, kt, false);
     masked_rows(mask, i / heads, s, p, tq, tk, T::from_f64(score_scale(d)));
 }
@@ -95,22 +88,61 @@ pub(crate) fn check_qk(
     Ok(scores)
 }
 
-impl FloatKernel for AttentionProbs {
-    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        let sizes = attention_sizes(x[0].dims(), x[1].dims());
+impl AttentionProbs {
+    /// The weights of the stacks Q and K (read in place, perhaps through permutes).
+    fn probs<T: Float>(
+        &self,
+        q: MatStack<'_, T>,
+        k: MatStack<'_, T>,
+    ) -> Result<Array<T>, KernelError> {
+        let sizes = attention_sizes(q.dims(), k.dims());
         let (heads, tq, tk, d) = sizes;
-        let (q, k) = (x[0].data(), x[1].data());
         let c = T::from_f64(score_scale(d));
+        let mut dims = q.dims().to_vec();
+        dims[3] = tk;
         // Each slice's scores are written into its block of the result and normalised there.
         let out = gemm_batched(
-            x[0].dims()[0] * heads,
+            dims[0] * heads,
             (tq, tk),
-            |i| score_operands(i, q, k, sizes),
+            |i| (q.matrix(i), k.matrix(i).transposed()),
             |i, p| masked_rows_in_place(&self.mask, i / heads, p, tq, tk, c),
         )?;
-        let mut dims = x[0].dims().to_vec();
-        dims[3] = tk;
         Ok(Array::new(dims, out).expect("batch * heads * tq * tk elements"))
+    }
+}
+
+impl FloatKernel for AttentionProbs {
+    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        self.probs(
+            MatStack::new(x[0].data(), x[0].dims()),
+            MatStack::new(x[1].data(), x[1].dims()),
+        )
+    }
+}
+
+impl PermutedFloatKernel for AttentionProbs {
+    fn float_permuted<T: Float>(
+        &self,
+        x: &[&Array<T>],
+        permutes: Permutes<'_>,
+    ) -> Result<Array<T>, KernelError> {
+        self.probs(stack_of(x[0], 0, &permutes), stack_of(x[1], 1, &permutes))
+    }
+}
+
+/// Q and K through any permute keeping the last axis last; the weights are written as they
+/// are.
+impl PermutedKernel for AttentionProbs {
+    fn reads(&self, inputs: &[TensorType], k: usize, perm: &[usize]) -> bool {
+        inputs
+            .get(k)
+            .is_some_and(|t| keeps_last_axis(perm, t.rank()))
+    }
+    fn writes(&self, _inputs: &[TensorType], _perm: &[usize]) -> bool {
+        false
+    }
+    fn eval_permuted(&self, x: &[&Tensor], permutes: Permutes<'_>) -> Result<Tensor, KernelError> {
+        eval_float_permuted(self, x, permutes)
     }
 }
 
@@ -138,6 +170,9 @@ impl Primitive for AttentionProbs {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn permuted(&self) -> Option<&dyn PermutedKernel> {
+        Some(self)
     }
     fn is_contraction(&self) -> bool {
         true

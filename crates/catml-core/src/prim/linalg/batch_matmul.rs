@@ -11,10 +11,16 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
-use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
+use crate::ir::{PermutedKernel, Permutes};
+use crate::prim::dispatch::{
+    arity, eval_float, eval_float_permuted, float_operand, FloatKernel, PermutedFloatKernel,
+};
 use crate::prim::Ops;
 use crate::tensor::alloc;
-use crate::tensor::kernels::{gemm_batched, matmul_generic, MatRef};
+use crate::tensor::keeps_last_axis;
+use crate::tensor::kernels::{
+    gemm_batched, gemm_batched_permuted, matmul_generic, MatRef, MatStack,
+};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -55,40 +61,20 @@ impl BatchMatMul {
             n,
         }
     }
-
-    /// Slice `i` of an operand stored row-major as (rows, cols) per slice.
-    fn slice<'a, T>(data: &'a [T], i: usize, rows: usize, cols: usize, t: bool) -> MatRef<'a, T> {
-        let d = &data[i * rows * cols..(i + 1) * rows * cols];
-        if t {
-            MatRef::transpose_of(d, rows, cols)
-        } else {
-            MatRef::new(d, rows, cols)
-        }
-    }
 }
 
 impl BatchMatMul {
-    /// Slice `i` of both operands, each read transposed where its flag says.
+    /// Matrix `i` of both operands, each read transposed where its flag says.
     fn slices<'a, T>(
         &self,
-        s: &Sizes,
-        a: &'a [T],
-        b: &'a [T],
+        a: &MatStack<'a, T>,
+        b: &MatStack<'a, T>,
         i: usize,
     ) -> (MatRef<'a, T>, MatRef<'a, T>) {
-        let (ar, ac) = if self.transpose_a {
-            (s.k, s.m)
-        } else {
-            (s.m, s.k)
-        };
-        let (br, bc) = if self.transpose_b {
-            (s.n, s.k)
-        } else {
-            (s.k, s.n)
-        };
+        let op = |m: MatRef<'a, T>, t: bool| if t { m.transposed() } else { m };
         (
-            Self::slice(a, i, ar, ac, self.transpose_a),
-            Self::slice(b, i, br, bc, self.transpose_b),
+            op(a.matrix(i), self.transpose_a),
+            op(b.matrix(i), self.transpose_b),
         )
     }
 
@@ -102,21 +88,89 @@ impl BatchMatMul {
     /// The exact product slice by slice, for any ring.
     fn exact<T: Element>(&self, a: &Array<T>, b: &Array<T>) -> Result<Array<T>, KernelError> {
         let s = self.sizes(a.dims(), b.dims());
+        let (sa, sb) = (
+            MatStack::new(a.data(), a.dims()),
+            MatStack::new(b.data(), b.dims()),
+        );
         let mut out: Vec<T> = alloc::with_capacity(s.batch * s.m * s.n)?;
         for i in 0..s.batch {
-            let (sa, sb) = self.slices(&s, a.data(), b.data(), i);
-            out.extend(matmul_generic(sa, sb)?);
+            let (x, y) = self.slices(&sa, &sb, i);
+            out.extend(matmul_generic(x, y)?);
         }
         Ok(Array::new(Self::out_shape(a.dims(), &s), out).expect("batch * m * n elements"))
+    }
+
+    /// The products of the stacks `a` and `b`, the result permuted by `result` if given.
+    fn product<T: Float>(
+        &self,
+        a: MatStack<'_, T>,
+        b: MatStack<'_, T>,
+        result: Option<&[usize]>,
+    ) -> Result<Array<T>, KernelError> {
+        let s = self.sizes(a.dims(), b.dims());
+        let slices = |i| self.slices(&a, &b, i);
+        let dims = Self::out_shape(a.dims(), &s);
+        Ok(match result {
+            None => {
+                let out = gemm_batched(s.batch, (s.m, s.n), slices, |_, _| {})?;
+                Array::new(dims, out).expect("batch * m * n elements")
+            }
+            Some(perm) => {
+                let batch = &dims.dims()[..dims.rank() - 2];
+                let out = gemm_batched_permuted(batch, (s.m, s.n), perm, slices)?;
+                let permuted: Vec<usize> = perm.iter().map(|&p| dims.dims()[p]).collect();
+                Array::new(permuted, out).expect("batch * m * n elements")
+            }
+        })
+    }
+}
+
+/// Operand `k` as a stack of matrices, read through its permute if it has one.
+pub(crate) fn stack_of<'a, T: Clone>(
+    x: &'a Array<T>,
+    k: usize,
+    permutes: &Permutes<'_>,
+) -> MatStack<'a, T> {
+    match permutes.operands.get(k).copied().flatten() {
+        Some(perm) => MatStack::permuted(x.data(), x.dims(), perm),
+        None => MatStack::new(x.data(), x.dims()),
     }
 }
 
 impl FloatKernel for BatchMatMul {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        let s = self.sizes(x[0].dims(), x[1].dims());
-        let slices = |i| self.slices(&s, x[0].data(), x[1].data(), i);
-        let out = gemm_batched(s.batch, (s.m, s.n), slices, |_, _| {})?;
-        Ok(Array::new(Self::out_shape(x[0].dims(), &s), out).expect("batch * m * n elements"))
+        let (a, b) = (
+            MatStack::new(x[0].data(), x[0].dims()),
+            MatStack::new(x[1].data(), x[1].dims()),
+        );
+        self.product(a, b, None)
+    }
+}
+
+impl PermutedFloatKernel for BatchMatMul {
+    fn float_permuted<T: Float>(
+        &self,
+        x: &[&Array<T>],
+        permutes: Permutes<'_>,
+    ) -> Result<Array<T>, KernelError> {
+        let (a, b) = (stack_of(x[0], 0, &permutes), stack_of(x[1], 1, &permutes));
+        self.product(a, b, permutes.result)
+    }
+}
+
+/// Either operand, and the result, through any permute keeping the last axis last: the
+/// matrices' rows stay runs of unit stride.
+impl PermutedKernel for BatchMatMul {
+    fn reads(&self, inputs: &[TensorType], k: usize, perm: &[usize]) -> bool {
+        inputs
+            .get(k)
+            .is_some_and(|t| keeps_last_axis(perm, t.rank()))
+    }
+    fn writes(&self, inputs: &[TensorType], perm: &[usize]) -> bool {
+        keeps_last_axis(perm, inputs[0].rank())
+    }
+    fn eval_permuted(&self, x: &[&Tensor], permutes: Permutes<'_>) -> Result<Tensor, KernelError> {
+        eval_float_permuted(self, x, permutes)
     }
 }
 
@@ -183,6 +237,9 @@ impl Primitive for BatchMatMul {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    fn permuted(&self) -> Option<&dyn PermutedKernel> {
+        Some(self)
     }
     fn has_rational_eval(&self) -> bool {
         true

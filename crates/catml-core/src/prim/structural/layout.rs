@@ -148,6 +148,9 @@ impl Primitive for Permute {
     fn copies_operand_values(&self) -> bool {
         true
     }
+    fn permutation(&self) -> Option<&[usize]> {
+        Some(&self.perm)
+    }
     fn attrs(&self) -> Attrs {
         crate::ir::attrs_of([("perm", self.perm.clone().into())])
     }

@@ -8,50 +8,133 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::count_non_finite;
 use crate::tensor::alloc::{self, AllocError};
+use crate::tensor::shape::{keeps_last_axis, read_through, row_major, write_through, Strides};
 use crate::tensor::{checked, Element, Float};
 
-/// A matrix operand: a buffer read as (rows, cols), possibly transposed in place.
+/// A matrix operand: a buffer read as (rows, cols) at any row and column strides, so that a
+/// transpose, or a matrix of a permuted stack, is read in place.
 #[derive(Clone, Copy)]
 pub struct MatRef<'a, T> {
     pub data: &'a [T],
     pub rows: usize,
     pub cols: usize,
-    pub transposed: bool,
+    /// Steps in `data` from one row, and from one column, to the next.
+    row_stride: usize,
+    col_stride: usize,
 }
 
 impl<'a, T> MatRef<'a, T> {
     /// A row-major (r, c) buffer.
     pub fn new(data: &'a [T], rows: usize, cols: usize) -> Self {
-        MatRef {
-            data,
-            rows,
-            cols,
-            transposed: false,
-        }
+        MatRef::strided(data, rows, cols, cols, 1)
     }
 
     /// The transpose of a row-major (r, c) buffer, read as (c, r) without copying.
     pub fn transpose_of(data: &'a [T], rows: usize, cols: usize) -> Self {
+        MatRef::new(data, rows, cols).transposed()
+    }
+
+    /// (rows, cols) with element (i, j) at `data[i * row_stride + j * col_stride]`.
+    pub fn strided(
+        data: &'a [T],
+        rows: usize,
+        cols: usize,
+        row_stride: usize,
+        col_stride: usize,
+    ) -> Self {
         MatRef {
             data,
-            rows: cols,
-            cols: rows,
-            transposed: true,
+            rows,
+            cols,
+            row_stride,
+            col_stride,
         }
     }
 
-    /// (row stride, column stride) of the logical matrix in its buffer.
+    /// This matrix transposed, in place.
+    pub fn transposed(self) -> Self {
+        MatRef::strided(
+            self.data,
+            self.cols,
+            self.rows,
+            self.col_stride,
+            self.row_stride,
+        )
+    }
+
+    /// (row stride, column stride) of the matrix in its buffer.
     fn strides(&self) -> (isize, isize) {
-        if self.transposed {
-            (1, self.rows as isize)
-        } else {
-            (self.cols as isize, 1)
-        }
+        (self.row_stride as isize, self.col_stride as isize)
     }
 
     fn at(&self, i: usize, j: usize) -> usize {
-        let (rs, cs) = self.strides();
-        i * rs as usize + j * cs as usize
+        i * self.row_stride + j * self.col_stride
+    }
+
+    /// Whether every element lies inside the buffer.
+    fn fits(&self) -> bool {
+        if self.rows == 0 || self.cols == 0 {
+            return true;
+        }
+        let rows = (self.rows - 1).checked_mul(self.row_stride);
+        let cols = (self.cols - 1).checked_mul(self.col_stride);
+        let end = rows.zip(cols).and_then(|(r, c)| r.checked_add(c));
+        end.is_some_and(|end| end < self.data.len())
+    }
+}
+
+/// Where matrix `i` of a stack starts: `i` counted over the batch `dims` in row-major order,
+/// each at its stride in `strides` (which may go on to the matrix axes).
+fn batch_offset(i: usize, dims: &[usize], strides: &[usize]) -> usize {
+    let (mut rest, mut at) = (i, 0);
+    for (d, s) in dims.iter().zip(strides).rev() {
+        at += (rest % d) * s;
+        rest /= d;
+    }
+    at
+}
+
+/// A stack of matrices in one buffer, (batch..., rows, cols) at any strides: a row-major
+/// stack, or one read through a permutation of its axes without copying it. Matrix i counts
+/// the batch dims in row-major order.
+#[derive(Clone)]
+pub struct MatStack<'a, T> {
+    data: &'a [T],
+    dims: Strides,
+    strides: Strides,
+}
+
+impl<'a, T> MatStack<'a, T> {
+    /// A row-major buffer of `dims` (rank at least 2).
+    pub fn new(data: &'a [T], dims: &[usize]) -> Self {
+        MatStack {
+            data,
+            dims: Strides::from_slice(dims),
+            strides: row_major(dims),
+        }
+    }
+
+    /// `permute(buffer, perm)` for a row-major buffer of `stored` dims, read in place.
+    pub fn permuted(data: &'a [T], stored: &[usize], perm: &[usize]) -> Self {
+        MatStack {
+            data,
+            dims: perm.iter().map(|&p| stored[p]).collect(),
+            strides: read_through(stored, perm),
+        }
+    }
+
+    /// The stack's dims, as read.
+    pub fn dims(&self) -> &[usize] {
+        &self.dims
+    }
+
+    /// Matrix `i` of the stack.
+    pub fn matrix(&self, i: usize) -> MatRef<'a, T> {
+        let r = self.dims.len();
+        let at = batch_offset(i, &self.dims[..r - 2], &self.strides);
+        let (rows, cols) = (self.dims[r - 2], self.dims[r - 1]);
+        let (rs, cs) = (self.strides[r - 2], self.strides[r - 1]);
+        MatRef::strided(&self.data[at.min(self.data.len())..], rows, cols, rs, cs)
     }
 }
 
@@ -71,7 +154,7 @@ pub fn gemm_into<T: Float>(c: &mut [T], a: MatRef<'_, T>, b: MatRef<'_, T>, accu
     debug_assert_eq!(c.len(), a.rows * b.cols);
     let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
     // SAFETY: `c` is an initialised buffer of m * n elements.
-    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, parallel, None) }
+    unsafe { gemm_raw(c.as_mut_ptr(), b.cols, a, b, accumulate, parallel, None) }
 }
 
 /// [`gemm_into`] for a kernel writing its node's whole result: when evaluation asks for the
@@ -113,7 +196,17 @@ fn gemm_into_counted<T: Float>(
     let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
     let counter = AtomicUsize::new(0);
     // SAFETY: `c` is an initialised buffer of m * n elements.
-    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, parallel, Some(&counter)) };
+    unsafe {
+        gemm_raw(
+            c.as_mut_ptr(),
+            b.cols,
+            a,
+            b,
+            accumulate,
+            parallel,
+            Some(&counter),
+        )
+    };
     counter.into_inner()
 }
 
@@ -127,7 +220,7 @@ pub fn gemm_into_serial<T: Float>(
 ) {
     debug_assert_eq!(c.len(), a.rows * b.cols);
     // SAFETY: `c` is an initialised buffer of m * n elements.
-    unsafe { gemm_raw(c.as_mut_ptr(), a, b, accumulate, false, None) }
+    unsafe { gemm_raw(c.as_mut_ptr(), b.cols, a, b, accumulate, false, None) }
 }
 
 /// `count` products C_i = A_i B_i of equal shape (m, n), stacked in a new buffer and then
@@ -139,29 +232,86 @@ pub fn gemm_batched<'a, T: Float>(
     operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
     then: impl Fn(usize, &mut [T]) + Sync,
 ) -> Result<Vec<T>, AllocError> {
-    use rayon::prelude::*;
     let block = m * n;
-    let mut out: Vec<T> = alloc::with_capacity(count * block)?;
+    // SAFETY: product i writes its own block, rows of n at stride n, and `then` reads that
+    // block only after the product wrote it.
+    unsafe {
+        stacked(count, (m, n), (|i| i * block, n), operands, |i, c| {
+            then(i, std::slice::from_raw_parts_mut(c, block))
+        })
+    }
+}
+
+/// The products C_i = A_i B_i of a stack, i over `batch` in row-major order, each (m, n),
+/// written as the stack (batch..., m, n) permuted by `perm` (axis j of the result is axis
+/// `perm[j]` of the stack), which keeps the last axis last: a product whose result is
+/// permuted next writes it in place. The buffer is written by the products, never zeroed.
+pub fn gemm_batched_permuted<'a, T: Float>(
+    batch: &[usize],
+    (m, n): (usize, usize),
+    perm: &[usize],
+    operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
+) -> Result<Vec<T>, AllocError> {
+    let rank = batch.len() + 2;
+    assert!(
+        keeps_last_axis(perm, rank),
+        "{perm:?} is not a permutation of {rank} axes keeping the last"
+    );
+    let mut dims = batch.to_vec();
+    dims.extend([m, n]);
+    let strides = write_through(&dims, perm);
+    let place = |i: usize| batch_offset(i, batch, &strides);
+    // SAFETY: `perm` is a permutation, so the products' elements, at the stack's strides
+    // permuted, are the buffer's, each once; columns keep stride 1.
+    unsafe {
+        stacked(
+            batch.iter().product(),
+            (m, n),
+            (place, strides[rank - 2]),
+            operands,
+            |_, _| {},
+        )
+    }
+}
+
+/// `count` products into one new buffer of `count` m n elements: product i's element (r, c)
+/// at `place(i) + r * ldc + c`, each run on one thread when there is enough work, then
+/// `then(i, at)` with `at` its first element.
+///
+/// # Safety
+/// The products' elements are the buffer's, each exactly once, and `then` touches only its
+/// own product's elements.
+unsafe fn stacked<'a, T: Float>(
+    count: usize,
+    (m, n): (usize, usize),
+    (place, ldc): (impl Fn(usize) -> usize + Sync, usize),
+    operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
+    then: impl Fn(usize, *mut T) + Sync,
+) -> Result<Vec<T>, AllocError> {
+    use rayon::prelude::*;
+    let len = count * m * n;
+    let mut out: Vec<T> = alloc::with_capacity(len)?;
     let c = SendPtr(out.as_mut_ptr());
     let product = |i: usize, parallel: bool| {
         let (a, b) = operands(i);
         debug_assert_eq!((a.rows, b.cols), (m, n));
-        // SAFETY: block i lies inside the buffer's capacity and no other product writes it;
-        // without `accumulate` every element is written before `then` reads it.
+        // SAFETY: as the caller promises, product i's elements lie inside the buffer's
+        // capacity and no other product writes them; without `accumulate` every element is
+        // written before `then` reads it.
         unsafe {
-            let ci = c.get().add(i * block);
-            gemm_raw(ci, a, b, false, parallel, None);
-            then(i, std::slice::from_raw_parts_mut(ci, block));
+            let ci = c.get().add(place(i));
+            gemm_raw(ci, ldc, a, b, false, parallel, None);
+            then(i, ci);
         }
     };
     let k = if count > 0 { operands(0).0.cols } else { 0 };
-    if count > 1 && count * block * k >= PARALLEL_GEMM_MIN {
+    if count > 1 && len * k >= PARALLEL_GEMM_MIN {
         (0..count).into_par_iter().for_each(|i| product(i, false));
     } else {
-        (0..count).for_each(|i| product(i, block * k >= PARALLEL_GEMM_MIN));
+        (0..count).for_each(|i| product(i, m * n * k >= PARALLEL_GEMM_MIN));
     }
-    // SAFETY: every block was written above.
-    unsafe { out.set_len(count * block) };
+    // SAFETY: every element was written above.
+    unsafe { out.set_len(len) };
     Ok(out)
 }
 
@@ -204,9 +354,11 @@ fn pieces(m: usize, k: usize, n: usize) -> usize {
 }
 
 /// # Safety
-/// `c` points to m * n writable elements, initialised if `accumulate`.
+/// `c` points to an (m, n) matrix of writable elements at row stride `ldc`, initialised if
+/// `accumulate`.
 unsafe fn gemm_raw<T: Float>(
     c: *mut T,
+    ldc: usize,
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
     accumulate: bool,
@@ -217,7 +369,7 @@ unsafe fn gemm_raw<T: Float>(
     let (m, k, n) = (a.rows, a.cols, b.cols);
     // Both paths below read the views unchecked, so they must lie inside their buffers.
     assert!(
-        b.rows == k && a.data.len() >= m * k && b.data.len() >= k * n,
+        b.rows == k && a.fits() && b.fits() && ldc >= n,
         "matrix views of ({m}, {k}) and ({}, {n}) over buffers of {} and {}",
         b.rows,
         a.data.len(),
@@ -238,11 +390,11 @@ unsafe fn gemm_raw<T: Float>(
                     at = at.wrapping_offset(acs);
                     bt = bt.wrapping_offset(brs);
                 }
-                let dst = c.add(i * n + j);
+                let dst = c.add(i * ldc + j);
                 dst.write(if accumulate { *dst + acc } else { acc });
             }
         }
-        count_into(counter, c, n, m, n);
+        count_into(counter, c, ldc, m, n);
         return;
     }
     let (ars, acs) = a.strides();
@@ -259,12 +411,12 @@ unsafe fn gemm_raw<T: Float>(
     };
     let parts = if parallel { pieces(m, k, n) } else { 1 };
     if parts < 2 {
-        gemm_block(c, n, sa, sb, (m, k, n), accumulate);
-        count_into(counter, c, n, m, n);
+        gemm_block(c, ldc, sa, sb, (m, k, n), accumulate);
+        count_into(counter, c, ldc, m, n);
         return;
     }
     // Rows of A and C when m >= n, else columns of B and C: piece p starts at `at` and
-    // spans `len`; C keeps its row stride n.
+    // spans `len`; C keeps its row stride.
     let along_m = m >= n;
     let whole = if along_m { m } else { n };
     let step = whole.div_ceil(parts);
@@ -278,15 +430,15 @@ unsafe fn gemm_raw<T: Float>(
                     ptr: sa.ptr.offset(at as isize * sa.rs),
                     ..sa
                 };
-                gemm_block(c.get().add(at * n), n, ap, sb, (len, k, n), accumulate);
-                count_into(counter, c.get().add(at * n), n, len, n);
+                gemm_block(c.get().add(at * ldc), ldc, ap, sb, (len, k, n), accumulate);
+                count_into(counter, c.get().add(at * ldc), ldc, len, n);
             } else {
                 let bp = Strided {
                     ptr: sb.ptr.offset(at as isize * sb.cs),
                     ..sb
                 };
-                gemm_block(c.get().add(at), n, sa, bp, (m, k, len), accumulate);
-                count_into(counter, c.get().add(at), n, m, len);
+                gemm_block(c.get().add(at), ldc, sa, bp, (m, k, len), accumulate);
+                count_into(counter, c.get().add(at), ldc, m, len);
             }
         }
     });
@@ -347,7 +499,7 @@ fn gemm_new<T: Float>(
     // SAFETY: the buffer has room for m * n elements, and without `accumulate` every one of
     // them is written and none is read.
     unsafe {
-        gemm_raw(c.as_mut_ptr(), a, b, false, parallel, counter);
+        gemm_raw(c.as_mut_ptr(), b.cols, a, b, false, parallel, counter);
         c.set_len(len);
     }
     Ok(c)
@@ -497,6 +649,41 @@ mod tests {
                 assert_eq!(&got[i * m * n..(i + 1) * m * n], &want[..], "slice {i}");
             }
         }
+    }
+
+    #[test]
+    fn permuted_stacks_are_read_and_written_in_place() {
+        use crate::tensor::kernels::permute;
+        use crate::tensor::Array;
+        // A stored (2, 40, 3, 32) and read as (2, 3, 40, 32); B a row-major (2, 3, 32, 24)
+        // stack, read transposed as well; the (2, 3, 40, 24) result written as (40, 3, 2, 24).
+        let a = Array::new(vec![2, 40, 3, 32], whole_numbers(2 * 40 * 3 * 32, 9)).unwrap();
+        let b = Array::new(vec![2, 3, 32, 24], whole_numbers(2 * 3 * 32 * 24, 5)).unwrap();
+        let moved = permute(&a, &[0, 2, 1, 3]).unwrap();
+        let read = MatStack::permuted(a.data(), a.dims(), &[0, 2, 1, 3]);
+        assert_eq!(read.dims(), moved.dims());
+        let copied = MatStack::new(moved.data(), moved.dims());
+        let bs = MatStack::new(b.data(), b.dims());
+        let want = gemm_batched(6, (40, 24), |i| (copied.matrix(i), bs.matrix(i)), |_, _| {});
+        let want = Array::new(vec![2, 3, 40, 24], want.unwrap()).unwrap();
+        let perm = [2, 1, 0, 3];
+        let got =
+            gemm_batched_permuted(&[2, 3], (40, 24), &perm, |i| (read.matrix(i), bs.matrix(i)));
+        assert_eq!(got.unwrap(), permute(&want, &perm).unwrap().data());
+        // B^T read in place: the transpose of a (24, 32) matrix of a permuted stack.
+        let bt = Array::new(vec![3, 2, 24, 32], whole_numbers(2 * 3 * 24 * 32, 7)).unwrap();
+        let bt_read = MatStack::permuted(bt.data(), bt.dims(), &[1, 0, 2, 3]);
+        let bt_moved = permute(&bt, &[1, 0, 2, 3]).unwrap();
+        let bt_copied = MatStack::new(bt_moved.data(), bt_moved.dims());
+        let product = |b: &MatStack<'_, f64>| {
+            gemm_batched(
+                6,
+                (40, 24),
+                |i| (read.matrix(i), b.matrix(i).transposed()),
+                |_, _| {},
+            )
+        };
+        assert_eq!(product(&bt_read).unwrap(), product(&bt_copied).unwrap());
     }
 
     #[test]

@@ -11,8 +11,8 @@ pub use counted::{
     zip_copy, COUNTED_MIN,
 };
 pub use gemm::{
-    gemm, gemm_batched, gemm_into, gemm_into_result, gemm_into_serial, gemm_result, matmul_generic,
-    MatRef,
+    gemm, gemm_batched, gemm_batched_permuted, gemm_into, gemm_into_result, gemm_into_serial,
+    gemm_result, matmul_generic, MatRef, MatStack,
 };
 
 use super::alloc::{self, AllocError};
