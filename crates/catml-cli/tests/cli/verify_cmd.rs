@@ -46,7 +46,7 @@ fn writes_the_results_file_and_summarises() {
     assert_eq!(v["seed"], 3);
     assert_eq!(v["level"], "smoke");
     assert_eq!(v["passed"], true);
-    assert_eq!(v["families"].as_array().unwrap().len(), 13);
+    assert_eq!(v["families"].as_array().unwrap().len(), 14);
     assert!(v["rustc"].as_str().unwrap().starts_with("rustc "));
     assert!(verify(3, &b).status.success());
     assert_eq!(without_timings(&a), without_timings(&b));

@@ -6,12 +6,21 @@ use super::KernelError;
 use crate::tensor::{Tensor, TensorType};
 
 /// How one run of a [`PermutedKernel`] sees its operands and its result: operand k is
-/// `permute(sources[k], operands[k])` where that is `Some` (the source itself where `None`),
-/// and the value returned is `permute(f(operands), result)` where `result` is `Some`.
+/// `permute(sources[k], operands[k])` where that is `Some` (the source itself where `None`, or
+/// past the list's end), and the value returned is `permute(f(operands), result)` where
+/// `result` is `Some`.
 #[derive(Debug, Clone, Copy)]
 pub struct Permutes<'a> {
     pub operands: &'a [Option<&'a [usize]>],
     pub result: Option<&'a [usize]>,
+}
+
+impl Permutes<'_> {
+    /// Every operand and the result as they are: the node's own kernel.
+    pub const NONE: Permutes<'static> = Permutes {
+        operands: &[],
+        result: None,
+    };
 }
 
 /// A node's kernel reading permuted operands and writing a permuted result through strides,

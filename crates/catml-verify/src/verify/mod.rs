@@ -28,6 +28,7 @@
 mod backend;
 mod checkpoint;
 mod edge;
+mod executables;
 mod gathers;
 pub mod generate;
 mod lowering;
@@ -297,6 +298,7 @@ const FAMILIES: &[(&str, FamilyFn)] = &[
     ("vmap", vmap::run),
     ("checkpoint", checkpoint::run),
     ("scan", scan::run),
+    ("executables", executables::run),
 ];
 
 /// The families' names, in report order.

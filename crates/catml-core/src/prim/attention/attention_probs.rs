@@ -113,10 +113,7 @@ impl AttentionProbs {
 
 impl FloatKernel for AttentionProbs {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        self.probs(
-            MatStack::new(x[0].data(), x[0].dims()),
-            MatStack::new(x[1].data(), x[1].dims()),
-        )
+        self.float_permuted(x, Permutes::NONE)
     }
 }
 

@@ -139,11 +139,7 @@ pub(crate) fn stack_of<'a, T: Clone>(
 
 impl FloatKernel for BatchMatMul {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        let (a, b) = (
-            MatStack::new(x[0].data(), x[0].dims()),
-            MatStack::new(x[1].data(), x[1].dims()),
-        );
-        self.product(a, b, None)
+        self.float_permuted(x, Permutes::NONE)
     }
 }
 
