@@ -141,14 +141,9 @@ impl EvalPlan {
     /// assert_eq!(fused, eval(&p, &[x]).unwrap());
     /// ```
     pub fn fusing_passes(self, p: &Program) -> EvalPlan {
-        if !self.fits(p) {
+        let Some((mut steps, mut last)) = self.to_rewrite(p) else {
             return self;
-        }
-        let mut steps = match self.steps.is_empty() {
-            true => vec![Step::Eval; p.n_nodes()],
-            false => self.steps.clone(),
         };
-        let mut last = self.last.clone();
         let groups = fuse_groups(p, &mut steps, &mut last);
         if groups.is_empty() || peak_of(p, &last, &steps).bytes > self.peak.bytes {
             return self;
@@ -195,14 +190,9 @@ impl EvalPlan {
     /// assert_eq!(y, eval(&p, &inputs).unwrap());
     /// ```
     pub fn permuting_in_place(self, p: &Program) -> EvalPlan {
-        if !self.fits(p) {
+        let Some((mut steps, mut last)) = self.to_rewrite(p) else {
             return self;
-        }
-        let mut steps = match self.steps.is_empty() {
-            true => vec![Step::Eval; p.n_nodes()],
-            false => self.steps.clone(),
         };
-        let mut last = self.last.clone();
         let permuted = permute_in_place(p, &mut steps, &mut last);
         if permuted.is_empty() {
             return self;
@@ -213,6 +203,19 @@ impl EvalPlan {
             permuted,
             ..self
         }
+    }
+
+    /// Each node's step and each value's last reader, for a pass to rewrite; `None` when this
+    /// plan is not `p`'s.
+    fn to_rewrite(&self, p: &Program) -> Option<(Vec<Step>, Vec<Option<usize>>)> {
+        if !self.fits(p) {
+            return None;
+        }
+        let steps = match self.steps.is_empty() {
+            true => vec![Step::Eval; p.n_nodes()],
+            false => self.steps.clone(),
+        };
+        Some((steps, self.last.clone()))
     }
 
     /// How many permutes are read or written in place.

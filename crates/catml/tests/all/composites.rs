@@ -386,16 +386,7 @@ fn attention_block(r: &mut Rng, s: Block) -> (Program, Vec<Tensor>) {
             InputKind::Param,
         ));
     }
-    let weights = AttentionWeights {
-        wq: w[0],
-        bq: w[1],
-        wk: w[2],
-        bk: w[3],
-        wv: w[4],
-        bv: w[5],
-        wo: w[6],
-        bo: w[7],
-    };
+    let weights = AttentionWeights::from_array(w.try_into().expect("eight weights"));
     let spec = AttentionSpec {
         heads,
         mask,

@@ -39,16 +39,7 @@ fn attention(dtype: DType, t: usize, causal: bool) -> [(Program, Vec<Tensor>); 2
         ));
         w.push(add(&mut b, &format!("b{name}"), &[16], InputKind::Param));
     }
-    let weights = AttentionWeights {
-        wq: w[0],
-        bq: w[1],
-        wk: w[2],
-        bk: w[3],
-        wv: w[4],
-        bv: w[5],
-        wo: w[6],
-        bo: w[7],
-    };
+    let weights = AttentionWeights::from_array(w.try_into().expect("eight weights"));
     let mask = match causal {
         true => AttentionMask::causal(),
         false => AttentionMask::none(),

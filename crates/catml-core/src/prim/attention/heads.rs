@@ -30,6 +30,22 @@ pub struct AttentionWeights {
     pub bo: Var,
 }
 
+impl AttentionWeights {
+    /// The weights in the order Wq, bq, Wk, bk, Wv, bv, Wo, bo.
+    pub fn from_array([wq, bq, wk, bk, wv, bv, wo, bo]: [Var; 8]) -> AttentionWeights {
+        AttentionWeights {
+            wq,
+            bq,
+            wk,
+            bk,
+            wv,
+            bv,
+            wo,
+            bo,
+        }
+    }
+}
+
 /// The fixed structure of an attention block.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AttentionSpec {
