@@ -160,20 +160,22 @@ pub trait PermutedFloatKernel {
     ) -> Result<Array<T>, KernelError>;
 }
 
+/// A permuted kernel with the permutes of one run, as a plain float kernel.
+struct WithPermutes<'a, K>(&'a K, crate::ir::Permutes<'a>);
+
+impl<K: PermutedFloatKernel> FloatKernel for WithPermutes<'_, K> {
+    fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
+        self.0.float_permuted(x, self.1)
+    }
+}
+
+/// [`eval_float`] of a permuted kernel: the same dispatch and the same errors.
 pub fn eval_float_permuted<K: PermutedFloatKernel>(
     k: &K,
     x: &[&Tensor],
     permutes: crate::ir::Permutes<'_>,
 ) -> Result<Tensor, KernelError> {
-    Ok(match first_dtype(x)? {
-        DType::F32 => Tensor::F32(k.float_permuted(&unpack(x, Tensor::as_f32)?, permutes)?),
-        DType::F64 => Tensor::F64(k.float_permuted(&unpack(x, Tensor::as_f64)?, permutes)?),
-        d => {
-            return Err(KernelError::Unsupported(format!(
-                "{d} operands in a permuted float kernel"
-            )))
-        }
-    })
+    eval_float(&WithPermutes(k, permutes), x)
 }
 
 /// The first element where `bad` holds, as a domain error naming the offending value and the
