@@ -76,11 +76,12 @@ fn check(label: &str, p: &Program, inputs: &[Tensor]) -> (u64, u64, f64) {
     (measured, predicted, ratio)
 }
 
-/// The plan counts node results only. Kernels that allocate scratch during a node exceed it by
-/// that scratch: the `gemm` crate packs an operand of a weight-gradient product (a copy of
-/// dz, 512 KiB in the MLP), and conv2d and its gradients their im2col columns. Those cases
-/// are held to the bound measured today, so that a new temporary anywhere fails the test. One
-/// thread: the im2col scratch is per thread, so more threads would move the bound.
+/// The plan counts node results only, and none for a node writing in a dying operand's
+/// buffer. Kernels that allocate scratch during a node exceed it by that scratch: conv2d and
+/// its gradients their im2col columns. Those cases are held to the bound measured today, so
+/// that a new temporary anywhere fails the test. One thread: the im2col scratch is per thread,
+/// so more threads would move the bound. The tied block's value-and-grad peaks at an `add`
+/// written in its dying operand's buffer, so an overcount there fails the test too.
 #[test]
 fn the_measured_peak_matches_the_plans() {
     rayon::ThreadPoolBuilder::new()
@@ -101,14 +102,8 @@ fn measured_peaks_match_the_plans() {
         workloads::mlp(DType::F32),
     ] {
         let name = format!("{} {}", w.workload, w.dtype_str());
-        let grad_bound = if w.workload == "mlp" { 1.08 } else { 1.05 };
         cases.push((format!("{name} eval"), w.program, w.inputs, 1.05));
-        cases.push((
-            format!("{name} value_and_grad"),
-            w.vjp,
-            w.vjp_args,
-            grad_bound,
-        ));
+        cases.push((format!("{name} value_and_grad"), w.vjp, w.vjp_args, 1.05));
     }
     let (forward, grad) = conv_workload::programs();
     for (label, p) in [("conv2d eval", forward), ("conv2d value_and_grad", grad)] {
@@ -209,15 +204,17 @@ fn steady_allocations(exe: &Executable, args: &[Tensor]) -> usize {
     allocations(call)
 }
 
-/// The tied block at 2x3, and its derivative program: after the first calls nothing at all
-/// is allocated, neither value buffers nor the blocks that share them, the list of values or
-/// the list of results. At 256x512 and in the MLP, the only allocations left are the `gemm`
-/// crate's packing scratch, made inside each large product (printed, not asserted).
+/// The tied block at 2x3 and 256x512 and the MLP, and their derivative programs: after the
+/// first calls nothing at all is allocated, neither value buffers nor the blocks that share
+/// them, the list of values, the list of results or the products' packing scratch (`faer`
+/// keeps its own per thread).
 fn an_executable_allocates_nothing_in_its_steady_state() {
     let mut counts = Vec::new();
     for w in [
         workloads::tied_residual(2, 3, DType::F32),
         workloads::tied_residual(2, 3, DType::F64),
+        workloads::tied_residual(256, 512, DType::F32),
+        workloads::mlp(DType::F32),
     ] {
         let label = format!("{} {} {}", w.workload, w.size, w.dtype_str());
         counts.push((
@@ -234,14 +231,4 @@ fn an_executable_allocates_nothing_in_its_steady_state() {
         counts.iter().all(|(_, n)| *n == 0),
         "allocations in the steady state: {counts:?}"
     );
-    for w in [
-        workloads::tied_residual(256, 512, DType::F32),
-        workloads::mlp(DType::F32),
-    ] {
-        let n = steady_allocations(&w.compiled[1], &w.vjp_args);
-        println!(
-            "{} vjp: {n} allocations per call, in the gemm crate",
-            w.workload
-        );
-    }
 }

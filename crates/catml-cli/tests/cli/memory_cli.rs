@@ -19,7 +19,8 @@ fn scratch(name: &str, text: &str) -> PathBuf {
 }
 
 /// A module without inputs whose values are f64[n] broadcasts of one constant: `a` and `b`,
-/// then `c = a + b`, so the peak (a, b and c alive at `c`) is 3 · 8n bytes.
+/// then `c = a + b`, all three outputs (so that `c` is not written in a dying operand's
+/// buffer), so the peak (a, b and c alive at `c`) is 3 · 8n bytes.
 fn three_values(n: u64) -> PathBuf {
     let text = format!(
         r#"{{"format": "lensir-module/1", "inputs": [],
@@ -27,7 +28,7 @@ fn three_values(n: u64) -> PathBuf {
            {{"name": "a", "op": "broadcast", "operands": ["k"], "attrs": {{"shape": [{n}], "dims": []}}}},
            {{"name": "b", "op": "broadcast", "operands": ["k"], "attrs": {{"shape": [{n}], "dims": []}}}},
            {{"name": "c", "op": "add", "operands": ["a", "b"]}}],
- "outputs": ["c"]}}"#
+ "outputs": ["c", "a", "b"]}}"#
     );
     scratch(&format!("three-{n}.json"), &text)
 }

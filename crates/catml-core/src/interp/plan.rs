@@ -7,6 +7,7 @@ use super::fold::{fold_sums, steps_fit};
 use super::fuse::{fuse_groups, Group};
 use super::permutes::{permute_in_place, permutes_fit, PermutedRun};
 use crate::ir::{Program, Var};
+use crate::tensor::TensorType;
 
 /// What evaluation does at a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,14 +280,15 @@ pub(crate) fn dying(p: &Program) -> Vec<Option<usize>> {
 }
 
 /// Inputs held throughout; each node's result added when made (none for a node inside a fused
-/// pass) and dropped after its last reader.
+/// pass, or one writing in a dying operand's buffer) and dropped after its last reader.
 pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Peak {
     let n_in = p.n_inputs();
     let held = |i: usize| !matches!(steps.get(i), Some(Step::Within | Step::View));
     let bytes = |v: usize| p.ty(Var(v as u32)).bytes() as u64;
+    let reused = written_in_operands(p, last, steps);
     let mut freed = vec![0u64; p.n_nodes()];
     for (v, dies) in last.iter().enumerate().skip(n_in) {
-        if let Some(i) = dies.filter(|_| held(v - n_in)) {
+        if let Some(i) = dies.filter(|&i| held(v - n_in) && reused[i] != Some(v)) {
             freed[i] = freed[i].saturating_add(bytes(v));
         }
     }
@@ -296,7 +298,7 @@ pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Pe
         node: None,
     };
     for (i, n) in p.nodes().iter().enumerate() {
-        if held(i) {
+        if held(i) && reused[i].is_none() {
             live = live.saturating_add(n.ty.bytes() as u64);
         }
         if live > peak.bytes {
@@ -308,4 +310,51 @@ pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Pe
         live = live.saturating_sub(freed[i]);
     }
     peak
+}
+
+/// For each node, the value whose buffer its kernel writes the result in, if any
+/// ([`Primitive::writes_in_operand`](crate::ir::Primitive::writes_in_operand)): an operand of
+/// the result's type, read once by the node and dying there, that evaluation hands over with
+/// the only reference to its buffer. Only a buffer of its own is sure to be that: the result
+/// of an elementwise kernel or a contraction, which no view shares. A reshape or a constant
+/// may share its buffer, so the plan counts a new one there, as the kernel then makes.
+fn written_in_operands(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Vec<Option<usize>> {
+    let n_in = p.n_inputs();
+    let mut viewed = vec![false; p.n_vars()];
+    for (i, n) in p.nodes().iter().enumerate() {
+        if matches!(steps.get(i), Some(Step::View)) {
+            n.operands.iter().for_each(|o| viewed[o.index()] = true);
+        }
+    }
+    p.nodes()
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if !matches!(steps.get(i), None | Some(Step::Eval)) {
+                return None;
+            }
+            let types: Vec<TensorType> = n.operands.iter().map(|&o| p.ty(o).clone()).collect();
+            if !n.prim.writes_in_operand(&types, &n.ty) {
+                return None;
+            }
+            let once = |o: Var| n.operands.iter().filter(|&&x| x == o).count() == 1;
+            n.operands
+                .iter()
+                .find(|&&o| {
+                    o.index() >= n_in
+                        && own_buffer(&*p.nodes()[o.index() - n_in].prim)
+                        && last[o.index()] == Some(i)
+                        && once(o)
+                        && !viewed[o.index()]
+                        && *p.ty(o) == n.ty
+                        && !matches!(steps.get(o.index() - n_in), Some(Step::Within | Step::View))
+                })
+                .map(|o| o.index())
+        })
+        .collect()
+}
+
+/// Whether a node of `prim` makes its result in a buffer of its own.
+fn own_buffer(prim: &dyn crate::ir::Primitive) -> bool {
+    prim.elementwise().is_some() || prim.is_contraction()
 }

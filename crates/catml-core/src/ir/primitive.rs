@@ -196,6 +196,14 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         self.eval(&operand_refs(inputs))
     }
 
+    /// Whether [`eval_owned`](Self::eval_owned), on operands of these types, writes its result
+    /// into an operand of the result's type that arrives holding the only reference to its
+    /// buffer, instead of allocating. The plan's peak then counts no new buffer for the node
+    /// (`docs/memory.md`, "The planned peak").
+    fn writes_in_operand(&self, _inputs: &[TensorType], _output: &TensorType) -> bool {
+        false
+    }
+
     /// Whether the result is the elementwise sum of the two operands, both of the result's type
     /// (`add`). An executable's plan may then fold the sum into the kernel that makes one
     /// operand ([`eval_added`](Self::eval_added); `docs/memory.md`).

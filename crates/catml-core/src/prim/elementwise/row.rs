@@ -626,6 +626,10 @@ impl Primitive for Unary {
             }
         }
     }
+    /// Every float row maps in its operand's buffer when it holds the only reference.
+    fn writes_in_operand(&self, inputs: &[TensorType], output: &TensorType) -> bool {
+        output.dtype.is_float() && inputs == std::slice::from_ref(output)
+    }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let f = self.row.exact?;
         Some(
@@ -826,6 +830,10 @@ impl Primitive for Binary {
             Some(t) => Ok(t),
             None => (k.borrowed)(&operand_refs(x)),
         }
+    }
+    /// A row with a native kernel zips into either operand's buffer (`dispatch::zip_in_place`).
+    fn writes_in_operand(&self, inputs: &[TensorType], output: &TensorType) -> bool {
+        self.row.kernel.is_some() && output.dtype.is_float() && inputs.contains(output)
     }
     fn eval_rational(&self, x: &[&RArray]) -> Option<Result<RArray, KernelError>> {
         let f = self.row.exact?;

@@ -98,6 +98,10 @@ impl Primitive for TanhPullback {
             None => self.eval(&operand_refs(x)),
         }
     }
+    /// It zips into either operand's buffer (`dispatch::zip_in_place`).
+    fn writes_in_operand(&self, inputs: &[TensorType], output: &TensorType) -> bool {
+        output.dtype.is_float() && inputs.contains(output)
+    }
     fn elementwise(&self) -> Option<&dyn BlockKernel> {
         Some(self)
     }

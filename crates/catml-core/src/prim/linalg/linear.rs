@@ -35,10 +35,12 @@ impl FloatKernel for Linear {
             MatRef::transpose_of(x[1].data(), out, inp),
         );
         gemm_into_result(&mut y, a, w, true);
+        // A single example (x of rank 1) gives y of rank 1; the shape is built without a Vec.
+        let dims = [batch, out];
         let dims = if x[0].dims().len() == 2 {
-            vec![batch, out]
+            &dims[..]
         } else {
-            vec![out]
+            &dims[1..]
         };
         Ok(Array::new(dims, y).expect("batch * out elements"))
     }

@@ -1,4 +1,4 @@
-//! Matrix products: the `gemm` crate on strided operands (a transpose is read in place, never
+//! Matrix products: `faer`'s product on strided operands (a transpose is read in place, never
 //! copied), a product on several threads cut into row or column pieces of C, one
 //! single-threaded call each, stacked products, and a plain loop for tiny ones; a product
 //! writing a node's whole result counts its non-finite elements piece by piece when
@@ -145,11 +145,10 @@ const PARALLEL_GEMM_MIN: usize = 1 << 18;
 /// as long on two threads as on one.
 const PARALLEL_GEMM_MIN_DIM: usize = 32;
 
-/// At or below this many multiply-adds a plain loop beats the `gemm` crate's dispatch and
-/// packing.
+/// At or below this many multiply-adds a plain loop beats the product's dispatch and packing.
 const DIRECT_GEMM_MAX: usize = 256;
 
-/// C = A B (+ C if `accumulate`), by the `gemm` crate, for row-major C of shape (m, n).
+/// C = A B (+ C if `accumulate`), for row-major C of shape (m, n).
 pub fn gemm_into<T: Float>(c: &mut [T], a: MatRef<'_, T>, b: MatRef<'_, T>, accumulate: bool) {
     debug_assert_eq!(c.len(), a.rows * b.cols);
     let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
@@ -330,12 +329,23 @@ impl<T> SendPtr<T> {
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
 
-/// A matrix by its first element and strides, for the `gemm` crate.
+/// A matrix by its first element and strides.
 #[derive(Clone, Copy)]
 struct Strided<T> {
     ptr: *const T,
     rs: isize,
     cs: isize,
+}
+
+impl<T> Strided<T> {
+    /// The same matrix read as elements of type `U`, which must be `T`.
+    fn cast<U>(self) -> Strided<U> {
+        Strided {
+            ptr: self.ptr.cast(),
+            rs: self.rs,
+            cs: self.cs,
+        }
+    }
 }
 
 // SAFETY: read only, by tasks of one product while the operands are borrowed.
@@ -444,7 +454,8 @@ unsafe fn gemm_raw<T: Float>(
     });
 }
 
-/// One product on the calling thread, C of row stride `ldc`.
+/// One product on the calling thread, C of row stride `ldc`, by `faer`'s matrix product (its
+/// AVX-512 kernels where the CPU has them, else AVX2 and FMA; BENCHMARKS.md, "GEMM candidates").
 ///
 /// # Safety
 /// The views describe (m, k) and (k, n) matrices inside live buffers and `c` (m, n) writable
@@ -457,29 +468,45 @@ unsafe fn gemm_block<T: Float>(
     (m, k, n): (usize, usize, usize),
     accumulate: bool,
 ) {
-    // SAFETY: as the caller promises. Without `accumulate` the crate writes C without reading
-    // it.
-    gemm::gemm(
-        m,
-        n,
-        k,
-        c,
-        1,
-        ldc as isize,
-        accumulate,
-        a.ptr,
-        a.cs,
-        a.rs,
-        b.ptr,
-        b.cs,
-        b.rs,
-        T::one(),
-        T::one(),
-        false,
-        false,
-        false,
-        gemm::Parallelism::None,
-    );
+    use std::any::TypeId;
+    // `Float` is f32 or f64; the casts below are between a type and itself.
+    let id = TypeId::of::<T>();
+    let mkn = (m, k, n);
+    if id == TypeId::of::<f32>() {
+        faer_block::<f32>(c.cast(), ldc, a.cast(), b.cast(), mkn, accumulate);
+    } else if id == TypeId::of::<f64>() {
+        faer_block::<f64>(c.cast(), ldc, a.cast(), b.cast(), mkn, accumulate);
+    } else {
+        unreachable!(
+            "a matrix product of {:?}, which is neither f32 nor f64",
+            T::DTYPE
+        );
+    }
+}
+
+/// C = A B (+ C if `accumulate`) on this thread, for an element type `faer` knows.
+///
+/// # Safety
+/// As `gemm_block`.
+unsafe fn faer_block<E: faer::traits::ComplexField + num_traits::One>(
+    c: *mut E,
+    ldc: usize,
+    a: Strided<E>,
+    b: Strided<E>,
+    (m, k, n): (usize, usize, usize),
+    accumulate: bool,
+) {
+    use faer::{linalg::matmul::matmul, Accum, MatMut, MatRef, Par};
+    // SAFETY: as the caller promises. `Replace` writes C without reading it.
+    let dst = MatMut::from_raw_parts_mut(c, m, n, ldc as isize, 1);
+    let lhs = MatRef::from_raw_parts(a.ptr, m, k, a.rs, a.cs);
+    let rhs = MatRef::from_raw_parts(b.ptr, k, n, b.rs, b.cs);
+    let beta = if accumulate {
+        Accum::Add
+    } else {
+        Accum::Replace
+    };
+    matmul(dst, beta, lhs, rhs, E::one(), Par::Seq);
 }
 
 /// C = A B for floats.
