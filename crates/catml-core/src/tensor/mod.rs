@@ -30,5 +30,5 @@ pub use params::{write_atomic, Params, ParamsError};
 pub use params_math::ParamsMismatch;
 pub use pool::BufferPool;
 pub use rational::{rational_from_f64, rational_to_f64, RArray, Rational};
-pub use shape::{keeps_last_axis, Shape, Strides, TensorType};
+pub use shape::{keeps_last_axis, keeps_last_axis_in_matrix, Shape, Strides, TensorType};
 pub use stored::Stored;

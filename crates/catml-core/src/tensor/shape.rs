@@ -98,9 +98,19 @@ pub(crate) fn row_major(dims: &[usize]) -> Strides {
 /// Whether `perm` permutes the axes of a tensor of `rank` and keeps the last in place, so
 /// that a matrix kernel reads or writes its rows as runs of consecutive elements.
 pub fn keeps_last_axis(perm: &[usize], rank: usize) -> bool {
+    is_permutation(perm, rank) && perm.last() == Some(&(rank.max(1) - 1))
+}
+
+/// Whether `perm` permutes the axes of a tensor of `rank` (at least 2) and puts its last axis
+/// in one of the last two places, so that each matrix read through it has rows or columns of
+/// consecutive elements: a transpose of the last two axes qualifies.
+pub fn keeps_last_axis_in_matrix(perm: &[usize], rank: usize) -> bool {
+    rank >= 2 && is_permutation(perm, rank) && perm[rank - 2..].contains(&(rank - 1))
+}
+
+fn is_permutation(perm: &[usize], rank: usize) -> bool {
     let mut seen = vec![false; rank];
     perm.len() == rank
-        && perm.last() == Some(&(rank.max(1) - 1))
         && perm
             .iter()
             .all(|&p| p < rank && !std::mem::replace(&mut seen[p], true))

@@ -172,3 +172,40 @@ fn non_finite_values_are_reported_where_the_interpreter_reports_them() {
     let got = exe.run(&inputs, EvalOptions::default()).unwrap_err();
     assert_eq!(got, want);
 }
+
+/// A transpose feeding `matmul`, and a swap of the last two axes feeding `batch_matmul` (Q Kᵀ
+/// written with an explicit permute), are read in place, not copied: the values are the
+/// interpreter's bit for bit, where the products run as a plain loop and where they run packed.
+#[test]
+fn transposes_feeding_products_are_read_in_place_bit_for_bit() {
+    for dtype in [DType::F32, DType::F64] {
+        for (m, k, n) in [(2, 3, 4), (70, 90, 110)] {
+            let ty = |d: &[usize]| TensorType::new(dtype, d.to_vec());
+            let mut b = Builder::new();
+            let a = b.input("a", ty(&[m, k]), InputKind::Data).unwrap();
+            let w = b.input("w", ty(&[n, k]), InputKind::Param).unwrap();
+            let q = b.input("q", ty(&[2, 3, m, k]), InputKind::Data).unwrap();
+            let keys = b.input("keys", ty(&[2, 3, n, k]), InputKind::Data).unwrap();
+            // Node results: a permute of a program input is copied, where the input is checked.
+            let (w, keys) = (b.tanh(w).unwrap(), b.tanh(keys).unwrap());
+            let wt = b.transpose(w).unwrap();
+            let y = b.matmul(a, wt).unwrap();
+            let kt = b.permute(keys, vec![0, 1, 3, 2]).unwrap();
+            let scores = b.batch_matmul(q, kt, false, false).unwrap();
+            let p = b.finish(&[y, scores]).unwrap();
+            let inputs = [
+                values(dtype, &[m, k], 0),
+                values(dtype, &[n, k], 1),
+                values(dtype, &[2, 3, m, k], 2),
+                values(dtype, &[2, 3, n, k], 3),
+            ];
+            let exe = Executable::new(p.clone()).unwrap();
+            assert_eq!(exe.plan().permutes_in_place(), 2, "{dtype} {m}x{k}x{n}");
+            assert_eq!(
+                exe.run(&inputs, EvalOptions::default()).unwrap(),
+                interp::eval(&p, &inputs).unwrap(),
+                "{dtype} {m}x{k}x{n}"
+            );
+        }
+    }
+}

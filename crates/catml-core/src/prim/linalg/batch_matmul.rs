@@ -17,10 +17,10 @@ use crate::prim::dispatch::{
 };
 use crate::prim::Ops;
 use crate::tensor::alloc;
-use crate::tensor::keeps_last_axis;
 use crate::tensor::kernels::{
     gemm_batched, gemm_batched_permuted, matmul_generic, MatRef, MatStack,
 };
+use crate::tensor::{keeps_last_axis, keeps_last_axis_in_matrix};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -154,13 +154,15 @@ impl PermutedFloatKernel for BatchMatMul {
     }
 }
 
-/// Either operand, and the result, through any permute keeping the last axis last: the
-/// matrices' rows stay runs of unit stride.
+/// Either operand through a permute keeping unit-stride rows or columns, and the result
+/// through one keeping the last axis last (its rows written as runs of unit stride).
 impl PermutedKernel for BatchMatMul {
+    /// Either operand through a permute whose matrices keep unit-stride rows or columns (a
+    /// transpose of the last two axes among them); the product reads them through strides.
     fn reads(&self, inputs: &[TensorType], k: usize, perm: &[usize]) -> bool {
         inputs
             .get(k)
-            .is_some_and(|t| keeps_last_axis(perm, t.rank()))
+            .is_some_and(|t| keeps_last_axis_in_matrix(perm, t.rank()))
     }
     fn writes(&self, inputs: &[TensorType], perm: &[usize]) -> bool {
         keeps_last_axis(perm, inputs[0].rank())

@@ -7,6 +7,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
+use crate::ir::{PermutedKernel, Permutes};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::alloc::AllocError;
@@ -65,9 +66,28 @@ impl FloatKernel for MatMul {
     }
 }
 
+/// Either operand through a transpose, read by flipping its flag: the product reads the
+/// transpose's operand through strides, as it reads any transposed operand.
+impl PermutedKernel for MatMul {
+    fn reads(&self, inputs: &[TensorType], k: usize, perm: &[usize]) -> bool {
+        inputs.get(k).is_some_and(|t| t.rank() == 2) && perm == [1, 0]
+    }
+    fn writes(&self, _inputs: &[TensorType], _perm: &[usize]) -> bool {
+        false
+    }
+    fn eval_permuted(&self, x: &[&Tensor], permutes: Permutes<'_>) -> Result<Tensor, KernelError> {
+        let flipped = |k: usize| permutes.operands.get(k).copied().flatten().is_some();
+        let read = MatMul::new(self.transpose_a ^ flipped(0), self.transpose_b ^ flipped(1));
+        eval_float(&read, x)
+    }
+}
+
 impl Primitive for MatMul {
     fn name(&self) -> &str {
         "matmul"
+    }
+    fn permuted(&self) -> Option<&dyn PermutedKernel> {
+        Some(self)
     }
     fn drawing(&self) -> Option<Drawing> {
         Some(Drawing::new(3, draw_matmul))
