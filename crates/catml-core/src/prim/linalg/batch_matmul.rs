@@ -154,11 +154,10 @@ impl PermutedFloatKernel for BatchMatMul {
     }
 }
 
-/// Either operand through a permute keeping unit-stride rows or columns, and the result
-/// through one keeping the last axis last (its rows written as runs of unit stride).
+/// Either operand through a permute keeping unit-stride rows or columns (a swap of the last
+/// two axes among them), and the result through one keeping the last axis last (its rows
+/// written as runs of unit stride).
 impl PermutedKernel for BatchMatMul {
-    /// Either operand through a permute whose matrices keep unit-stride rows or columns (a
-    /// transpose of the last two axes among them); the product reads them through strides.
     fn reads(&self, inputs: &[TensorType], k: usize, perm: &[usize]) -> bool {
         inputs
             .get(k)

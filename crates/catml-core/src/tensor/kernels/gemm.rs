@@ -455,7 +455,8 @@ unsafe fn gemm_raw<T: Float>(
 }
 
 /// One product on the calling thread, C of row stride `ldc`, by `faer`'s matrix product (its
-/// AVX-512 kernels where the CPU has them, else AVX2 and FMA; BENCHMARKS.md, "GEMM candidates").
+/// AVX-512 kernels where the CPU has them, else AVX2 and FMA; chosen by the measurements in
+/// BENCHMARKS.md, "faer for the matrix products").
 ///
 /// # Safety
 /// The views describe (m, k) and (k, n) matrices inside live buffers and `c` (m, n) writable
