@@ -11,19 +11,16 @@
 #[path = "../benches/workloads/mod.rs"]
 mod workloads;
 
-use std::time::Instant;
-
 use catml::interp::EvalOptions;
 
-/// Calls per timed batch.
-const BATCH: usize = 3;
+// Shared with `permute_timings`, which reports the fastest batch too.
+#[allow(dead_code)]
+#[path = "../benches/support/turns.rs"]
+mod turns;
 
 fn main() {
-    let rounds = std::env::args()
-        .skip_while(|a| a != "--rounds")
-        .nth(1)
-        .map_or(60, |n| n.parse().expect("--rounds takes a count"));
-    let checks = [true, false].map(|check_non_finite| EvalOptions {
+    let rounds = turns::rounds_arg(60);
+    let [on, off] = [true, false].map(|check_non_finite| EvalOptions {
         check_non_finite,
         ..EvalOptions::default()
     });
@@ -35,34 +32,26 @@ fn main() {
             ("eval", &w.compiled[0], &w.inputs),
             ("value_and_grad", &w.compiled[1], &w.vjp_args),
         ] {
-            let mut results = Vec::new();
-            let mut times = [Vec::new(), Vec::new()];
-            for round in 0..=rounds {
-                for (options, t) in checks.iter().zip(&mut times) {
-                    let start = Instant::now();
-                    for _ in 0..BATCH {
-                        exe.run_into(inputs, *options, &mut results).expect("runs");
-                    }
-                    // Round 0 fills the buffer pools.
-                    if round > 0 {
-                        t.push(start.elapsed().as_secs_f64() * 1e3 / BATCH as f64);
-                    }
-                }
-            }
-            let [checked, unchecked] = times.map(|mut t| {
-                t.sort_by(f64::total_cmp);
-                (t.iter().sum::<f64>(), t[t.len() / 2])
-            });
+            // Each setting writes over its own previous results, reusing their buffers.
+            let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+            let mut run_checked = || {
+                exe.run_into(inputs, on, &mut out_a).expect("runs");
+            };
+            let mut run_unchecked = || {
+                exe.run_into(inputs, off, &mut out_b).expect("runs");
+            };
+            let [checked, unchecked] =
+                turns::take_turns(rounds, [&mut run_checked, &mut run_unchecked]);
             let line = serde_json::json!({
                 "workload": w.workload,
                 "size": w.size,
                 "dtype": w.dtype_str(),
                 "mode": mode,
-                "checked_total_ms": checked.0,
-                "unchecked_total_ms": unchecked.0,
-                "checked_median_ms": checked.1,
-                "unchecked_median_ms": unchecked.1,
-                "cost": checked.0 / unchecked.0 - 1.0,
+                "checked_total_ms": checked.total_ms,
+                "unchecked_total_ms": unchecked.total_ms,
+                "checked_median_ms": checked.median_ms,
+                "unchecked_median_ms": unchecked.median_ms,
+                "cost": checked.total_ms / unchecked.total_ms - 1.0,
             });
             println!("{line}");
         }

@@ -7,23 +7,17 @@
 //!
 //! `cargo run --release -p catml --example permute_timings [-- --rounds N]`
 
-use std::time::Instant;
-
 use catml::interp::{EvalOptions, EvalPlan, Executable};
 use catml::tensor::DType;
 
 #[allow(dead_code)]
 #[path = "../benches/support/attention_block.rs"]
 mod attention_block;
-
-/// Calls per timed batch.
-const BATCH: usize = 3;
+#[path = "../benches/support/turns.rs"]
+mod turns;
 
 fn main() {
-    let rounds = std::env::args()
-        .skip_while(|a| a != "--rounds")
-        .nth(1)
-        .map_or(200, |n| n.parse().expect("--rounds takes a count"));
+    let rounds = turns::rounds_arg(200);
     let w = attention_block::Workload::new(DType::F32);
     let programs = [
         ("forward", &w.inputs),
@@ -41,31 +35,27 @@ fn main() {
             let exe = Executable::with_plan(p.clone(), plan).expect("its own plan");
             (name, exe)
         });
-        let mut results = Vec::new();
-        let mut times = [Vec::new(), Vec::new()];
-        for round in 0..=rounds {
-            for ((_, exe), t) in exes.iter().zip(&mut times) {
-                let start = Instant::now();
-                for _ in 0..BATCH {
-                    exe.run_into(inputs, EvalOptions::default(), &mut results)
-                        .expect("runs");
-                }
-                // Round 0 fills the buffer pools.
-                if round > 0 {
-                    t.push(start.elapsed().as_secs_f64() * 1e3 / BATCH as f64);
-                }
-            }
-        }
-        for ((plan, exe), mut t) in exes.iter().zip(times) {
-            t.sort_by(f64::total_cmp);
+        // Each executable writes over its own previous results, reusing their buffers.
+        let [(_, a), (_, b)] = &exes;
+        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+        let mut run_a = || {
+            a.run_into(inputs, EvalOptions::default(), &mut out_a)
+                .expect("runs");
+        };
+        let mut run_b = || {
+            b.run_into(inputs, EvalOptions::default(), &mut out_b)
+                .expect("runs");
+        };
+        let times = turns::take_turns(rounds, [&mut run_a, &mut run_b]);
+        for ((plan, exe), t) in exes.iter().zip(times) {
             let line = serde_json::json!({
                 "workload": "attention",
                 "mode": mode,
                 "plan": plan,
                 "permutes_in_place": exe.plan().permutes_in_place(),
-                "fastest_ms": t[0],
-                "median_ms": t[t.len() / 2],
-                "total_ms": t.iter().sum::<f64>(),
+                "fastest_ms": t.fastest_ms,
+                "median_ms": t.median_ms,
+                "total_ms": t.total_ms,
             });
             println!("{line}");
         }
