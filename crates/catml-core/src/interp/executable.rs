@@ -7,7 +7,7 @@ use std::sync::{Mutex, TryLockError};
 use super::eval::{run_into, EvalError, EvalOptions, EvalReport, PlanOf};
 use super::plan::EvalPlan;
 use crate::ir::Program;
-use crate::tensor::{BufferPool, Tensor};
+use crate::tensor::{kernels, BufferPool, Tensor};
 
 /// What calls leave behind for the next: free buffers, and the room of the list of values.
 #[derive(Debug)]
@@ -58,7 +58,22 @@ pub struct Executable {
     /// The plan without folded sums or fused passes, which a call that failed follows again to
     /// find the interpreter's error.
     plain: EvalPlan,
+    /// Whether some node is large enough for its kernel to use the thread pool; then a call
+    /// runs on a thread of the pool (`threads_worth_it`).
+    threaded: bool,
     reuse: Mutex<Reuse>,
+}
+
+/// Whether some node of `program` may cut its work across the thread pool
+/// ([`kernels::may_use_threads`]). A call of such a program runs on a thread of the pool, so
+/// that each of its parallel kernels shares its work with threads that are already awake,
+/// where a call from outside hands every parallel kernel to the pool and sleeps until it is
+/// done. A program of small nodes stays on the caller's thread, with no hand-off at all.
+fn threads_worth_it(program: &Program) -> bool {
+    program.nodes().iter().any(|n| {
+        let operands: Vec<_> = n.operands.iter().map(|&o| program.ty(o).clone()).collect();
+        kernels::may_use_threads(n.ty.numel(), n.prim.flops(&operands, &n.ty))
+    })
 }
 
 impl Clone for Executable {
@@ -68,6 +83,7 @@ impl Clone for Executable {
             program: self.program.clone(),
             plan: self.plan.clone(),
             plain: self.plain.clone(),
+            threaded: self.threaded,
             reuse: Mutex::new(empty_reuse(&self.plan)),
         }
     }
@@ -111,6 +127,7 @@ impl Executable {
     fn planned(program: Program, plan: EvalPlan, plain: EvalPlan) -> Executable {
         Executable {
             reuse: Mutex::new(empty_reuse(&plan)),
+            threaded: threads_worth_it(&program),
             program,
             plan,
             plain,
@@ -155,10 +172,27 @@ impl Executable {
         Ok((results, report))
     }
 
-    /// One evaluation on the plan. A folded sum is checked where its product runs, and a fused
-    /// pass where its last node runs, so after a non-finite value or a kernel's error the call
-    /// is made again on the plain plan: the error then names the node the interpreter names.
+    /// One evaluation, on a thread of the pool when the program is large enough to use it
+    /// (`threads_worth_it`) and this thread is not one already.
     fn call(
+        &self,
+        inputs: &[Tensor],
+        options: EvalOptions,
+        report: Option<&mut EvalReport>,
+        results: &mut Vec<Tensor>,
+    ) -> Result<(), EvalError> {
+        let outside_pool = || rayon::current_thread_index().is_none();
+        if self.threaded && outside_pool() && rayon::current_num_threads() > 1 {
+            return rayon::scope(|_| self.call_here(inputs, options, report, results));
+        }
+        self.call_here(inputs, options, report, results)
+    }
+
+    /// One evaluation on the plan, on this thread. A folded sum is checked where its product
+    /// runs, and a fused pass where its last node runs, so after a non-finite value or a
+    /// kernel's error the call is made again on the plain plan: the error then names the node
+    /// the interpreter names.
+    fn call_here(
         &self,
         inputs: &[Tensor],
         options: EvalOptions,

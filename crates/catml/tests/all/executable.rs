@@ -206,3 +206,48 @@ fn elementwise_passes_count_their_non_finite_values_as_a_scan_would() {
     let ones = Tensor::from_f64s(DType::F32, dims.to_vec(), vec![1.0; n]).unwrap();
     fails_as_a_scan_would(b.finish(&[t]).unwrap(), &[x, ones], "tanh_pullback");
 }
+
+/// x ↦ x + the index of the pool thread running the kernel (-1 off the pool): where a call ran.
+#[derive(Debug)]
+struct PlusThreadIndex;
+
+impl catml::ir::Primitive for PlusThreadIndex {
+    fn name(&self) -> &str {
+        "plus_thread_index"
+    }
+    fn infer(&self, inputs: &[TensorType]) -> Result<TensorType, catml::ir::TypeError> {
+        Ok(inputs[0].clone())
+    }
+    fn eval(&self, inputs: &[&Tensor]) -> Result<Tensor, catml::ir::KernelError> {
+        let t = inputs[0];
+        let index = rayon::current_thread_index().map_or(-1.0, |i| i as f64);
+        let data = t.to_f64_vec().iter().map(|v| v + index).collect();
+        Ok(Tensor::from_f64s(t.dtype(), t.shape().clone(), data).unwrap())
+    }
+}
+
+#[test]
+fn a_large_program_runs_on_a_pool_thread_and_a_small_one_on_the_callers() {
+    if rayon::current_num_threads() < 2 {
+        return; // a pool of one thread is never worth the hand-off
+    }
+    let ran_on = |n: usize| {
+        let mut b = Builder::new();
+        let ty = TensorType::new(DType::F64, [n]);
+        let x = b.input("x", ty.clone(), InputKind::Data).unwrap();
+        let y = b
+            .apply_hinted("y", std::sync::Arc::new(PlusThreadIndex), &[x])
+            .unwrap();
+        let exe = Executable::new(b.finish(&[y]).unwrap()).unwrap();
+        let out = exe
+            .run(&[Tensor::full(&ty, 0.0)], EvalOptions::default())
+            .unwrap();
+        out[0].to_f64_vec()[0]
+    };
+    assert_eq!(ran_on(4), -1.0, "four elements stay on the caller's thread");
+    let index = ran_on(1 << 16);
+    assert!(
+        index >= 0.0 && index < rayon::current_num_threads() as f64,
+        "2^16 elements run on a pool thread, found {index}"
+    );
+}

@@ -8,10 +8,70 @@
 //!   is at least 0.55; e^t by t = k ln 2 + r, |r| <= ln 2 / 2, a degree-13 Taylor polynomial for
 //!   e^r and 2^k from the exponent bits. |x| is clamped at 20, where tanh is 1 to f64 precision.
 //!
-//! f32 has its own function in f32 arithmetic (eight lanes instead of four). No fused
-//! multiply-add is used, so the AVX2 path and the baseline path give bit-identical results.
+//! f32 has its own function in f32 arithmetic (twice the lanes). No fused multiply-add is
+//! used, so the AVX-512, AVX2 and baseline paths give bit-identical results.
 //!
 //! e^x over whole slices (for the softmax family), [`exp_in_place`], is in `exp.rs`.
+
+/// A public function whose body is compiled three times, as it is and with AVX-512 or AVX2
+/// enabled, and which runs the widest copy the CPU supports. The bodies use no fused
+/// multiply-add, so every copy gives the same results.
+macro_rules! with_wide_simd {
+    ($(#[$doc:meta])* fn $name:ident($arg:ident: $ty:ty) -> $ret:ty $body:block) => {
+        $(#[$doc])*
+        pub fn $name($arg: $ty) -> $ret {
+            #[inline(always)]
+            fn body($arg: $ty) -> $ret $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f")]
+                unsafe fn avx512($arg: $ty) -> $ret {
+                    body($arg)
+                }
+                #[target_feature(enable = "avx2")]
+                unsafe fn avx2($arg: $ty) -> $ret {
+                    body($arg)
+                }
+                if std::arch::is_x86_feature_detected!("avx512f") {
+                    // SAFETY: the CPU supports AVX-512F, checked just above.
+                    return unsafe { avx512($arg) };
+                }
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the CPU supports AVX2, checked just above.
+                    return unsafe { avx2($arg) };
+                }
+            }
+            body($arg)
+        }
+    };
+}
+
+/// Runs `f` in a copy compiled with the widest vector instructions the CPU has (AVX-512 or
+/// AVX2), for loops whose results do not depend on the width (no fused multiply-add):
+/// `f` and the functions it calls are inlined into that copy.
+#[inline(always)]
+pub fn widest<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f")]
+        unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
+            f()
+        }
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            // SAFETY: the CPU supports AVX-512F, checked just above.
+            return unsafe { avx512(f) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { avx2(f) };
+        }
+    }
+    f()
+}
 
 mod exp;
 
@@ -148,47 +208,22 @@ fn any_non_finite_f64_body(d: &[f64]) -> bool {
     acc != 0
 }
 
-/// A public function whose body is compiled twice, once with AVX2 enabled, and which runs that
-/// copy when the CPU has AVX2. The bodies use no fused multiply-add, so both copies give the
-/// same results.
-macro_rules! with_avx2 {
-    ($(#[$doc:meta])* fn $name:ident($arg:ident: $ty:ty) -> $ret:ty $body:block) => {
-        $(#[$doc])*
-        pub fn $name($arg: $ty) -> $ret {
-            #[inline(always)]
-            fn body($arg: $ty) -> $ret $body
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[target_feature(enable = "avx2")]
-                unsafe fn avx2($arg: $ty) -> $ret {
-                    body($arg)
-                }
-                if std::arch::is_x86_feature_detected!("avx2") {
-                    // SAFETY: the CPU supports AVX2, checked just above.
-                    return unsafe { avx2($arg) };
-                }
-            }
-            body($arg)
-        }
-    };
-}
-
-with_avx2! {
+with_wide_simd! {
     /// Whether any element is infinite or NaN.
     fn any_non_finite_f32(d: &[f32]) -> bool { any_non_finite_f32_body(d) }
 }
 
-with_avx2! {
+with_wide_simd! {
     /// Whether any element is infinite or NaN.
     fn any_non_finite_f64(d: &[f64]) -> bool { any_non_finite_f64_body(d) }
 }
 
-with_avx2! {
+with_wide_simd! {
     /// tanh of every element, in place.
     fn tanh_f64_in_place(buf: &mut [f64]) -> () { assign_all(buf, tanh) }
 }
 
-with_avx2! {
+with_wide_simd! {
     /// tanh of every element, in place, in f32 arithmetic.
     fn tanh_f32_in_place(buf: &mut [f32]) -> () { assign_all(buf, tanhf) }
 }
@@ -282,6 +317,8 @@ mod tests {
         tanh_f32_in_place(&mut in_place);
         assert_eq!(fast, in_place);
         for (&x, &y) in xs.iter().zip(&fast) {
+            // The widest path this CPU has gives the scalar function's bits.
+            assert_eq!(tanhf(x).to_bits(), y.to_bits(), "at {x}");
             let want = (x as f64).tanh() as f32;
             let d = y.to_bits().abs_diff(want.to_bits());
             assert!(d <= 2, "at {x}: {y} vs {want}");

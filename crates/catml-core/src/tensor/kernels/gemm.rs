@@ -139,7 +139,7 @@ impl<'a, T> MatStack<'a, T> {
 }
 
 /// Below this many multiply-adds, a second thread costs more than it saves.
-const PARALLEL_GEMM_MIN: usize = 1 << 18;
+pub(super) const PARALLEL_GEMM_MIN: usize = 1 << 18;
 
 /// Nor does it help when a dimension is this thin: a (256, 10) x (10, 512) product took twice
 /// as long on two threads as on one.

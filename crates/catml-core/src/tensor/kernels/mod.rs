@@ -23,6 +23,13 @@ use super::{Array, Element, Float, Shape};
 /// one the GEMM threads come from); below it the hand-off costs more than it saves.
 const PARALLEL_ELEMENTWISE_MIN: usize = 1 << 15;
 
+/// Whether a kernel writing `elements` values with `flops` of work may cut it across the
+/// thread pool: the elementwise passes' threshold, or the products' (two flops per
+/// multiply-add).
+pub fn may_use_threads(elements: usize, flops: u64) -> bool {
+    elements >= PARALLEL_ELEMENTWISE_MIN || flops >= 2 * gemm::PARALLEL_GEMM_MIN as u64
+}
+
 /// `f(piece)` over consecutive pieces of `a`, one per thread when `a` is large.
 pub fn for_each_piece<T: Send>(a: &mut [T], f: impl Fn(&mut [T]) + Sync) {
     use rayon::prelude::*;
