@@ -390,9 +390,16 @@ fn run_permuted(
         result,
     };
     let result = run.result.as_ref().map(|(perm, _)| perm.as_slice());
-    let out = kernel
-        .eval_permuted(&sources, permutes(result))
-        .map_err(fail)?;
+    // The count of the permuted result is the node's own: the same elements, moved.
+    let run_kernel = || kernel.eval_permuted(&sources, permutes(result));
+    let (out, counted) = if !check {
+        (run_kernel(), Some(0))
+    } else if node.prim.counts_non_finite(&node.ty) {
+        checked::asking(run_kernel)
+    } else {
+        (run_kernel(), None)
+    };
+    let out = out.map_err(fail)?;
     let slot = p.n_inputs() + run.result.as_ref().map_or(i, |&(_, into)| into);
     let ty = p.ty(Var(slot as u32));
     if out.dtype() != ty.dtype || *out.shape() != ty.shape {
@@ -401,7 +408,7 @@ fn run_permuted(
             out.ty()
         ))));
     }
-    let bad = if check { out.count_non_finite() } else { 0 };
+    let bad = counted.unwrap_or_else(|| out.count_non_finite());
     if bad > 0 {
         // Named in the node's own layout, as the interpreter names it.
         let own = match result {

@@ -3,8 +3,9 @@
 //! of its own re-reads the result from memory. A kernel that writes its whole result in
 //! pieces, such as a GEMM cut across threads, can count each piece while it is still in
 //! cache. Evaluation asks for that count around the kernel of a primitive that says it counts
-//! ([`asking`]; `Primitive::counts_non_finite`: matmul, linear, the elementwise rows and
-//! `tanh_pullback`); the kernel takes the request ([`asked`]) and reports the count
+//! ([`asking`]; `Primitive::counts_non_finite`: the products and stacked products, the
+//! elementwise rows, `tanh_pullback`, `attention_probs` and `softmax_pullback`); the kernel
+//! takes the request ([`asked`], or `kernels::counting`) and reports the count
 //! ([`Request::counted`]); without a count, evaluation scans the result itself. A kernel of
 //! any other primitive that calls such a kernel for a part of its work finds no request. The
 //! protocol is per thread: the kernel is called on the evaluating thread, and gathers its

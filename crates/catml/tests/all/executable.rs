@@ -251,3 +251,78 @@ fn a_large_program_runs_on_a_pool_thread_and_a_small_one_on_the_callers() {
         "2^16 elements run on a pool thread, found {index}"
     );
 }
+
+/// Values of a smooth pattern in (-0.5, 0.5), but `odd` at every index `i` with
+/// `i % every == at`.
+fn with_odd(dims: &[usize], (every, at): (usize, usize), odd: f64) -> Tensor {
+    let n: usize = dims.iter().product();
+    let data = (0..n)
+        .map(|i| {
+            if i % every == at {
+                odd
+            } else {
+                ((i * 37) % 101) as f64 / 101.0 - 0.5
+            }
+        })
+        .collect();
+    Tensor::from_f64s(DType::F32, dims.to_vec(), data).unwrap()
+}
+
+#[test]
+fn stacked_products_attention_weights_and_softmax_pullbacks_count_as_a_scan_would() {
+    let f32s = |dims: &[usize]| TensorType::new(DType::F32, dims.to_vec());
+    // Stacked products, of a caller's stacks and of a stack read through a permute; the
+    // products overflow where A holds 3e38 (a permute of NaNs would fail first).
+    for through_permute in [false, true] {
+        let mut b = Builder::new();
+        let a = if through_permute {
+            let a = b.input("a", f32s(&[6, 40, 64]), InputKind::Data).unwrap();
+            b.permute(a, vec![0, 2, 1]).unwrap()
+        } else {
+            b.input("a", f32s(&[6, 64, 40]), InputKind::Data).unwrap()
+        };
+        let w = b.input("w", f32s(&[6, 40, 48]), InputKind::Data).unwrap();
+        let c = b.batch_matmul(a, w, false, false).unwrap();
+        let p = b.finish(&[c]).unwrap();
+        let a_dims = if through_permute {
+            [6, 40, 64]
+        } else {
+            [6, 64, 40]
+        };
+        let inputs = [
+            with_odd(&a_dims, (2011, 5), 3e38),
+            Tensor::full(&f32s(&[6, 40, 48]), 4.0),
+        ];
+        fails_as_a_scan_would(p, &inputs, "batch_matmul");
+    }
+    // Attention weights of queries split into heads by a permute: scores that overflow make
+    // their rows NaN.
+    let mut b = Builder::new();
+    let q = b
+        .input("q", f32s(&[2, 64, 4, 32]), InputKind::Data)
+        .unwrap();
+    let k = b
+        .input("k", f32s(&[2, 4, 64, 32]), InputKind::Data)
+        .unwrap();
+    let qh = b.permute(q, vec![0, 2, 1, 3]).unwrap();
+    let probs = b
+        .attention_probs(qh, k, catml::prim::AttentionMask::none())
+        .unwrap();
+    let p = b.finish(&[probs]).unwrap();
+    let inputs = [
+        with_odd(&[2, 64, 4, 32], (3001, 7), 3e38),
+        Tensor::full(&f32s(&[2, 4, 64, 32]), 4.0),
+    ];
+    fails_as_a_scan_would(p, &inputs, "attention_probs");
+    // The softmax pullback, blocks on several threads.
+    let mut b = Builder::new();
+    let y = b.input("y", f32s(&[32, 64, 64]), InputKind::Data).unwrap();
+    let v = b.input("v", f32s(&[32, 64, 64]), InputKind::Data).unwrap();
+    let g = b.softmax_pullback(y, v, 2, 1.0).unwrap();
+    let p = b.finish(&[g]).unwrap();
+    let inputs = [
+        with_odd(&[32, 64, 64], (1 << 20, 1), 0.0),
+        with_odd(&[32, 64, 64], (7001, 3), f64::NAN),
+    ];
+    fails_as_a_scan_would(p, &inputs, "softmax_pullback");
+}

@@ -25,7 +25,7 @@ use crate::prim::linalg::batch_matmul::stack_of;
 use crate::prim::softmax::masked_softmax::{check_scores, masked_rows, masked_rows_in_place};
 use crate::prim::Ops;
 use crate::tensor::keeps_last_axis;
-use crate::tensor::kernels::{gemm_batched, gemm_into_serial, MatRef, MatStack};
+use crate::tensor::kernels::{counting, gemm_batched, gemm_into_serial, tally, MatRef, MatStack};
 use crate::tensor::{Array, Float, Tensor, TensorType};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -100,13 +100,19 @@ impl AttentionProbs {
         let c = T::from_f64(score_scale(d));
         let mut dims = q.dims().to_vec();
         dims[3] = tk;
-        // Each slice's scores are written into its block of the result and normalised there.
-        let out = gemm_batched(
-            dims[0] * heads,
-            (tq, tk),
-            |i| (q.matrix(i), k.matrix(i).transposed()),
-            |i, p| masked_rows_in_place(&self.mask, i / heads, p, tq, tk, c),
-        )?;
+        // Each slice's scores are written into its block of the result and normalised there,
+        // then counted when evaluation asks (`tensor::checked`).
+        let out = counting(|found| {
+            gemm_batched(
+                dims[0] * heads,
+                (tq, tk),
+                |i| (q.matrix(i), k.matrix(i).transposed()),
+                |i, p| {
+                    masked_rows_in_place(&self.mask, i / heads, p, tq, tk, c);
+                    tally(found, p);
+                },
+            )
+        })?;
         Ok(Array::new(dims, out).expect("batch * heads * tq * tk elements"))
     }
 }
@@ -167,6 +173,10 @@ impl Primitive for AttentionProbs {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    /// Each slice's weights are counted right after they are normalised.
+    fn counts_non_finite(&self, _output: &TensorType) -> bool {
+        true
     }
     fn permuted(&self) -> Option<&dyn PermutedKernel> {
         Some(self)

@@ -18,7 +18,7 @@ use crate::prim::dispatch::{
 use crate::prim::Ops;
 use crate::tensor::alloc;
 use crate::tensor::kernels::{
-    gemm_batched, gemm_batched_permuted, matmul_generic, MatRef, MatStack,
+    gemm_batched_permuted, gemm_batched_result, matmul_generic, MatRef, MatStack,
 };
 use crate::tensor::{keeps_last_axis, keeps_last_axis_in_matrix};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
@@ -112,7 +112,7 @@ impl BatchMatMul {
         let dims = Self::out_shape(a.dims(), &s);
         Ok(match result {
             None => {
-                let out = gemm_batched(s.batch, (s.m, s.n), slices, |_, _| {})?;
+                let out = gemm_batched_result(s.batch, (s.m, s.n), slices)?;
                 Array::new(dims, out).expect("batch * m * n elements")
             }
             Some(perm) => {
@@ -234,6 +234,10 @@ impl Primitive for BatchMatMul {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    /// Each product is counted as it is written (`kernels::gemm_batched_result`).
+    fn counts_non_finite(&self, _output: &TensorType) -> bool {
+        true
     }
     fn permuted(&self) -> Option<&dyn PermutedKernel> {
         Some(self)

@@ -21,7 +21,7 @@ use crate::ir::{
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{eval_float, same_float_pair, FloatKernel};
 use crate::prim::Ops;
-use crate::tensor::kernels::split_at_axis;
+use crate::tensor::kernels::{self, split_at_axis};
 use crate::tensor::{rational_from_f64, Array, Element, Float, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -73,16 +73,26 @@ impl FloatKernel for SoftmaxPullback {
         let n = len * inner;
         let mut out: Vec<T> = crate::tensor::alloc::with_capacity(y.len())?;
         let spare = &mut out.spare_capacity_mut()[..y.len()];
-        if y.len() >= PARALLEL_MIN {
-            spare
-                .par_chunks_mut(n)
-                .zip(y.par_chunks(n).zip(v.par_chunks(n)))
-                .for_each(|(o, (a, b))| block(a, b, o, inner, c));
-        } else {
-            for ((o, a), b) in spare.chunks_mut(n).zip(y.chunks(n)).zip(v.chunks(n)) {
+        // Each block is counted right after it is written, when evaluation asks.
+        kernels::counting(|found| {
+            let write = |o: &mut [MaybeUninit<T>], a: &[T], b: &[T]| {
                 block(a, b, o, inner, c);
+                // SAFETY: `block` wrote every element of `o`.
+                kernels::tally(found, unsafe {
+                    &*(o as *const [MaybeUninit<T>] as *const [T])
+                });
+            };
+            if y.len() >= PARALLEL_MIN {
+                spare
+                    .par_chunks_mut(n)
+                    .zip(y.par_chunks(n).zip(v.par_chunks(n)))
+                    .for_each(|(o, (a, b))| write(o, a, b));
+            } else {
+                for ((o, a), b) in spare.chunks_mut(n).zip(y.chunks(n)).zip(v.chunks(n)) {
+                    write(o, a, b);
+                }
             }
-        }
+        });
         // SAFETY: the blocks cover the first y.len() elements, and `block` writes each one.
         unsafe { out.set_len(y.len()) };
         Ok(Array::new(x[0].shape().clone(), out).expect("same shape"))
@@ -182,6 +192,10 @@ impl Primitive for SoftmaxPullback {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         eval_float(self, x)
+    }
+    /// Each block is counted right after it is written.
+    fn counts_non_finite(&self, output: &TensorType) -> bool {
+        output.numel() >= kernels::COUNTED_MIN
     }
     fn has_rational_eval(&self) -> bool {
         true

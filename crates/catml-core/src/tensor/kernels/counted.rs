@@ -21,18 +21,32 @@ pub const COUNTED_MIN: usize = BLOCK;
 /// blocks' counts when evaluation asked for one (and the total reported), else with no
 /// counting. A result smaller than [`COUNTED_MIN`] is left to evaluation's scan.
 fn answering(len: usize, pass: impl FnOnce(Option<&AtomicUsize>)) {
-    let request = if len < COUNTED_MIN {
-        None
+    if len < COUNTED_MIN {
+        pass(None)
     } else {
-        checked::asked()
-    };
-    match request {
+        counting(pass)
+    }
+}
+
+/// Runs `write(found)` for a kernel writing its node's whole result: with `found` adding up
+/// the counts of the pieces written when evaluation asked for one (the total is reported
+/// once `write` returns), else `None`.
+pub fn counting<R>(write: impl FnOnce(Option<&AtomicUsize>) -> R) -> R {
+    match checked::asked() {
         Some(request) => {
             let found = AtomicUsize::new(0);
-            pass(Some(&found));
+            let done = write(Some(&found));
             request.counted(found.into_inner());
+            done
         }
-        None => pass(None),
+        None => write(None),
+    }
+}
+
+/// Adds the non-finite count of `written`, a piece of the result, to `found` (if counting).
+pub fn tally<T: Float>(found: Option<&AtomicUsize>, written: &[T]) {
+    if let Some(found) = found {
+        add(found, count_non_finite(written));
     }
 }
 

@@ -173,13 +173,7 @@ pub fn gemm_into_result<T: Float>(
 /// [`gemm()`] for a kernel whose node's whole result is C, counted as [`gemm_into_result`]
 /// counts it.
 pub fn gemm_result<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Vec<T>, AllocError> {
-    let Some(request) = checked::asked() else {
-        return gemm(a, b);
-    };
-    let counter = AtomicUsize::new(0);
-    let c = gemm_new(a, b, Some(&counter))?;
-    request.counted(counter.into_inner());
-    Ok(c)
+    super::counting(|counter| gemm_new(a, b, counter))
 }
 
 /// [`gemm_into`], returning how many elements of C are NaN or infinite: each piece of C is
@@ -235,16 +229,44 @@ pub fn gemm_batched<'a, T: Float>(
     // SAFETY: product i writes its own block, rows of n at stride n, and `then` reads that
     // block only after the product wrote it.
     unsafe {
-        stacked(count, (m, n), (|i| i * block, n), operands, |i, c| {
-            then(i, std::slice::from_raw_parts_mut(c, block))
-        })
+        stacked(
+            count,
+            (m, n),
+            (|i| i * block, n),
+            operands,
+            |i, c| then(i, std::slice::from_raw_parts_mut(c, block)),
+            None,
+        )
     }
+}
+
+/// [`gemm_batched`] with nothing after each product, for a kernel whose node's whole result is
+/// the stack: when evaluation asks for its non-finite count (`tensor::checked`), each product
+/// is counted by the thread that wrote it, right after writing it.
+pub fn gemm_batched_result<'a, T: Float>(
+    count: usize,
+    (m, n): (usize, usize),
+    operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
+) -> Result<Vec<T>, AllocError> {
+    let block = m * n;
+    // SAFETY: product i writes its own block, rows of n at stride n.
+    super::counting(|counter| unsafe {
+        stacked(
+            count,
+            (m, n),
+            (|i| i * block, n),
+            operands,
+            |_, _| {},
+            counter,
+        )
+    })
 }
 
 /// The products C_i = A_i B_i of a stack, i over `batch` in row-major order, each (m, n),
 /// written as the stack (batch..., m, n) permuted by `perm` (axis j of the result is axis
 /// `perm[j]` of the stack), which keeps the last axis last: a product whose result is
 /// permuted next writes it in place. The buffer is written by the products, never zeroed.
+/// It is a node's whole result, counted as [`gemm_batched_result`] counts it.
 pub fn gemm_batched_permuted<'a, T: Float>(
     batch: &[usize],
     (m, n): (usize, usize),
@@ -262,20 +284,22 @@ pub fn gemm_batched_permuted<'a, T: Float>(
     let place = |i: usize| batch_offset(i, batch, &strides);
     // SAFETY: `perm` is a permutation, so the products' elements, at the stack's strides
     // permuted, are the buffer's, each once; columns keep stride 1.
-    unsafe {
+    super::counting(|counter| unsafe {
         stacked(
             batch.iter().product(),
             (m, n),
             (place, strides[rank - 2]),
             operands,
             |_, _| {},
+            counter,
         )
-    }
+    })
 }
 
 /// `count` products into one new buffer of `count` m n elements: product i's element (r, c)
 /// at `place(i) + r * ldc + c`, each run on one thread when there is enough work, then
-/// `then(i, at)` with `at` its first element.
+/// `then(i, at)` with `at` its first element; each product's non-finite elements are added
+/// to `counter` (if given) before `then`.
 ///
 /// # Safety
 /// The products' elements are the buffer's, each exactly once, and `then` touches only its
@@ -286,6 +310,7 @@ unsafe fn stacked<'a, T: Float>(
     (place, ldc): (impl Fn(usize) -> usize + Sync, usize),
     operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
     then: impl Fn(usize, *mut T) + Sync,
+    counter: Option<&AtomicUsize>,
 ) -> Result<Vec<T>, AllocError> {
     use rayon::prelude::*;
     let len = count * m * n;
@@ -299,7 +324,7 @@ unsafe fn stacked<'a, T: Float>(
         // written before `then` reads it.
         unsafe {
             let ci = c.get().add(place(i));
-            gemm_raw(ci, ldc, a, b, false, parallel, None);
+            gemm_raw(ci, ldc, a, b, false, parallel, counter);
             then(i, ci);
         }
     };

@@ -7,12 +7,12 @@ mod counted;
 mod gemm;
 
 pub use counted::{
-    for_each_result_piece, for_each_result_piece_at, for_each_result_piece_with, map_copy,
-    zip_copy, COUNTED_MIN,
+    counting, for_each_result_piece, for_each_result_piece_at, for_each_result_piece_with,
+    map_copy, tally, zip_copy, COUNTED_MIN,
 };
 pub use gemm::{
-    gemm, gemm_batched, gemm_batched_permuted, gemm_into, gemm_into_result, gemm_into_serial,
-    gemm_result, matmul_generic, MatRef, MatStack,
+    gemm, gemm_batched, gemm_batched_permuted, gemm_batched_result, gemm_into, gemm_into_result,
+    gemm_into_serial, gemm_result, matmul_generic, MatRef, MatStack,
 };
 
 use super::alloc::{self, AllocError};
