@@ -4,12 +4,12 @@
 //! pieces, such as a GEMM cut across threads, can count each piece while it is still in
 //! cache. Evaluation asks for that count around the kernel of a primitive that says it counts
 //! ([`asking`]; `Primitive::counts_non_finite`: the products and stacked products, the
-//! elementwise rows, `tanh_pullback`, `attention_probs` and `softmax_pullback`); the kernel
-//! takes the request ([`asked`], or `kernels::counting`) and reports the count
-//! ([`Request::counted`]); without a count, evaluation scans the result itself. A kernel of
-//! any other primitive that calls such a kernel for a part of its work finds no request. The
-//! protocol is per thread: the kernel is called on the evaluating thread, and gathers its
-//! pieces' counts from the pool threads.
+//! elementwise rows, `tanh_pullback`, `attention_probs`, `softmax_pullback` and the
+//! broadcasts); the kernel takes the request ([`asked`], or `kernels::counting`) and reports
+//! the count ([`Request::counted`]); without a count, evaluation scans the result itself. A
+//! kernel of any other primitive that calls such a kernel for a part of its work finds no
+//! request. The protocol is per thread: the kernel is called on the evaluating thread, and
+//! gathers its pieces' counts from the pool threads.
 //!
 //! Requests nest: a kernel that evaluates a program of its own (a scan's body, say) starts an
 //! evaluation, which first withdraws the open request ([`withdraw`]), so that no inner kernel

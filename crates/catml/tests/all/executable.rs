@@ -269,7 +269,7 @@ fn with_odd(dims: &[usize], (every, at): (usize, usize), odd: f64) -> Tensor {
 }
 
 #[test]
-fn stacked_products_attention_weights_and_softmax_pullbacks_count_as_a_scan_would() {
+fn stacked_products_attention_weights_pullbacks_and_broadcasts_count_as_a_scan_would() {
     let f32s = |dims: &[usize]| TensorType::new(DType::F32, dims.to_vec());
     // Stacked products, of a caller's stacks and of a stack read through a permute; the
     // products overflow where A holds 3e38 (a permute of NaNs would fail first).
@@ -325,4 +325,17 @@ fn stacked_products_attention_weights_and_softmax_pullbacks_count_as_a_scan_woul
         with_odd(&[32, 64, 64], (7001, 3), f64::NAN),
     ];
     fails_as_a_scan_would(p, &inputs, "softmax_pullback");
+    // Broadcasts of a caller's value: counted from the operand, times the copies of each
+    // element.
+    let mut b = Builder::new();
+    let row = b.input("row", f32s(&[3]), InputKind::Data).unwrap();
+    let rows = b.broadcast_rows(row, 4).unwrap();
+    let p = b.finish(&[rows]).unwrap();
+    let row = Tensor::from_f64s(DType::F32, vec![3], vec![1.0, f64::NAN, 2.0]).unwrap();
+    fails_as_a_scan_would(p, &[row], "broadcast_rows");
+    let mut b = Builder::new();
+    let seed = b.input("seed", f32s(&[]), InputKind::Data).unwrap();
+    let filled = b.broadcast(seed, vec![5, 7], vec![]).unwrap();
+    let p = b.finish(&[filled]).unwrap();
+    fails_as_a_scan_would(p, &[Tensor::scalar(DType::F32, f64::INFINITY)], "broadcast");
 }

@@ -14,7 +14,20 @@ use crate::prim::dispatch::{
     arity, eval_ring, eval_ring_rational, float_operand, number_operand, RingKernel,
 };
 use crate::prim::Ops;
-use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
+use crate::tensor::{checked, kernels, Array, Element, RArray, Shape, Tensor, TensorType};
+
+/// `k`'s broadcast of `x[0]`. Each element of the operand is copied the same number of times,
+/// so when evaluation asks for the result's non-finite count (`tensor::checked`) it is the
+/// operand's count times that, with no pass over the result.
+fn eval_counted<K: RingKernel>(k: &K, x: &[&Tensor]) -> Result<Tensor, KernelError> {
+    let request = checked::asked();
+    let out = eval_ring(k, x)?;
+    if let (Some(request), Some(operand)) = (request, x.first()) {
+        let copies = out.numel() / operand.numel().max(1);
+        request.counted(operand.count_non_finite() * copies);
+    }
+    Ok(out)
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Broadcast {
@@ -148,7 +161,10 @@ impl Primitive for Broadcast {
         Ok(TensorType::new(x.dtype, self.shape.clone()))
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
-        eval_ring(self, x)
+        eval_counted(self, x)
+    }
+    fn counts_non_finite(&self, output: &TensorType) -> bool {
+        output.dtype.is_float()
     }
     fn has_rational_eval(&self) -> bool {
         true
@@ -268,7 +284,10 @@ impl Primitive for BroadcastRows {
         ))
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
-        eval_ring(self, x)
+        eval_counted(self, x)
+    }
+    fn counts_non_finite(&self, output: &TensorType) -> bool {
+        output.dtype.is_float()
     }
     fn has_rational_eval(&self) -> bool {
         true

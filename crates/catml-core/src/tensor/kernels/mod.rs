@@ -245,6 +245,13 @@ pub fn broadcast<T: Element>(
     dims_map: &[usize],
 ) -> Result<Array<T>, AllocError> {
     let (r, k, n) = (shape.rank(), a.dims().len(), shape.numel());
+    // One element (a loss's seed broadcast back): a fill.
+    if let [value] = a.data() {
+        return Ok(Array::from_parts(
+            shape.clone(),
+            alloc::filled(n, value.clone())?,
+        ));
+    }
     // A small operand filling the trailing axes (a bias broadcast over rows): copies of it,
     // one after another, without the general strided walk's bookkeeping.
     let trailing = k <= r && dims_map.iter().enumerate().all(|(i, &d)| d + k == r + i);
