@@ -211,23 +211,33 @@ pub fn conv_weight_grad<T: Float>(x: &[T], u: &[T], g: &ConvGeom) -> Vec<T> {
         }
         (dw, col)
     };
-    (0..g.n)
+    // The samples are cut into a fixed number of runs, each summed in sample order on one
+    // thread, and the runs' sums are added in run order: the result does not depend on the
+    // thread count or on which thread took which run.
+    let per_run = g.n.div_ceil(WEIGHT_GRAD_RUNS).max(1);
+    let partials: Vec<Vec<T>> = (0..g.n.div_ceil(per_run))
         .into_par_iter()
-        .fold(
-            || (vec![T::zero(); g.w_len()], vec![T::zero(); k * p]),
-            per_sample,
-        )
-        .map(|(dw, _)| dw)
-        .reduce(
-            || vec![T::zero(); g.w_len()],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(&b) {
-                    *x = *x + *y;
-                }
-                a
-            },
-        )
+        .map(|r| {
+            let scratch = (vec![T::zero(); g.w_len()], vec![T::zero(); k * p]);
+            let samples = r * per_run..((r + 1) * per_run).min(g.n);
+            samples.fold(scratch, per_sample).0
+        })
+        .collect();
+    let mut partials = partials.into_iter();
+    let mut dw = partials
+        .next()
+        .unwrap_or_else(|| vec![T::zero(); g.w_len()]);
+    for part in partials {
+        for (x, y) in dw.iter_mut().zip(&part) {
+            *x = *x + *y;
+        }
+    }
+    dw
 }
+
+/// How many partial sums the weight gradient adds up (fewer with fewer samples): enough runs
+/// for every thread of a small machine, few enough copies of the weights.
+const WEIGHT_GRAD_RUNS: usize = 8;
 
 /// Calls `f(x index, w index, y index)` for every tap that reads real input.
 pub fn for_each_tap(g: &ConvGeom, mut f: impl FnMut(usize, usize, usize)) {
@@ -351,5 +361,30 @@ mod tests {
             Ok(conv_weight_grad(&x, &u, &g)),
             conv_weight_grad_direct(&x, &u, &g)
         );
+    }
+
+    #[test]
+    fn the_weight_gradient_has_the_same_bits_on_any_number_of_threads() {
+        let g = ConvGeom { n: 29, ..geom() };
+        // Values whose sums round, so that another order of the samples would show.
+        let noisy = |len: usize, seed: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| ((i * 7919 + seed * 104_729) % 1013) as f32 / 97.0 - 5.1)
+                .collect()
+        };
+        let (x, u) = (noisy(g.x_len(), 1), noisy(g.y_len(), 2));
+        let on = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| conv_weight_grad(&x, &u, &g))
+        };
+        let one = on(1);
+        for threads in [2, 3, 5] {
+            for _ in 0..5 {
+                assert_eq!(on(threads), one, "{threads} threads");
+            }
+        }
     }
 }
