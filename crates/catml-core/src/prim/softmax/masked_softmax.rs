@@ -44,13 +44,11 @@ pub(crate) fn masked_rows<T: Float>(
     tk: usize,
     scale: T,
 ) {
-    crate::tensor::fastmath::widest(|| {
-        for (i, (row, out)) in s.chunks_exact(tk).zip(p.chunks_exact_mut(tk)).enumerate() {
-            let end = mask.end(b, i, tq, tk);
-            softmax_row_scaled(&row[..end], &mut out[..end], scale, false);
-            out[end..].iter_mut().for_each(|v| *v = T::zero());
-        }
-    })
+    for (i, (row, out)) in s.chunks_exact(tk).zip(p.chunks_exact_mut(tk)).enumerate() {
+        let end = mask.end(b, i, tq, tk);
+        softmax_row_scaled(&row[..end], &mut out[..end], scale, false);
+        out[end..].iter_mut().for_each(|v| *v = T::zero());
+    }
 }
 
 /// [`masked_rows`] of a slice holding its scores, overwritten by its weights.
@@ -62,13 +60,11 @@ pub(crate) fn masked_rows_in_place<T: Float>(
     tk: usize,
     scale: T,
 ) {
-    crate::tensor::fastmath::widest(|| {
-        for (i, row) in p.chunks_exact_mut(tk).enumerate() {
-            let end = mask.end(b, i, tq, tk);
-            softmax_row_scaled_in_place(&mut row[..end], scale);
-            row[end..].iter_mut().for_each(|v| *v = T::zero());
-        }
-    })
+    for (i, row) in p.chunks_exact_mut(tk).enumerate() {
+        let end = mask.end(b, i, tq, tk);
+        softmax_row_scaled_in_place(&mut row[..end], scale);
+        row[end..].iter_mut().for_each(|v| *v = T::zero());
+    }
 }
 
 /// Checks a rank-4 score type (B, H, Tq, Tk) against the mask.

@@ -36,11 +36,6 @@ const PARALLEL_MIN: usize = 1 << 16;
 /// One (len, inner) block: out = c y (v - sum over the block's rows of y v), written into
 /// memory not yet initialised (the result is never zeroed first).
 fn block<T: Float>(y: &[T], v: &[T], out: &mut [MaybeUninit<T>], inner: usize, c: T) {
-    crate::tensor::fastmath::widest(|| block_body(y, v, out, inner, c))
-}
-
-#[inline(always)]
-fn block_body<T: Float>(y: &[T], v: &[T], out: &mut [MaybeUninit<T>], inner: usize, c: T) {
     if inner == 1 {
         let s = dot_of(y, Some(v));
         for ((o, &a), &b) in out.iter_mut().zip(y).zip(v) {

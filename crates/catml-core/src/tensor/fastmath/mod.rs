@@ -46,33 +46,6 @@ macro_rules! with_wide_simd {
     };
 }
 
-/// Runs `f` in a copy compiled with the widest vector instructions the CPU has (AVX-512 or
-/// AVX2), for loops whose results do not depend on the width (no fused multiply-add):
-/// `f` and the functions it calls are inlined into that copy.
-#[inline(always)]
-pub fn widest<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(target_arch = "x86_64")]
-    {
-        #[target_feature(enable = "avx512f")]
-        unsafe fn avx512<R>(f: impl FnOnce() -> R) -> R {
-            f()
-        }
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2<R>(f: impl FnOnce() -> R) -> R {
-            f()
-        }
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU supports AVX-512F, checked just above.
-            return unsafe { avx512(f) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { avx2(f) };
-        }
-    }
-    f()
-}
-
 mod exp;
 
 pub use exp::exp_in_place;
