@@ -101,12 +101,12 @@ fn check_inputs(p: &Program, inputs: &[Tensor]) -> Result<(), EvalError> {
         });
     }
     for (decl, t) in p.inputs().iter().zip(inputs) {
-        let ty = t.ty();
-        if ty != decl.ty {
+        // Compared part by part: the type itself is built only for the error.
+        if t.dtype() != decl.ty.dtype || *t.shape() != decl.ty.shape {
             return Err(EvalError::InputType {
                 name: decl.name.clone(),
                 expected: decl.ty.clone(),
-                found: ty,
+                found: t.ty(),
             });
         }
     }
@@ -270,15 +270,19 @@ fn run_nodes(
             Step::Eval | Step::AddInto { .. } => {}
         }
         let fail = |source| kernel_error(p, i, source);
-        // The buffer a folded sum's product adds into, taken before the operands are read.
-        let added = match step {
+        // The buffer a folded sum's product adds into, taken before the operands are read, and
+        // the slot the result fills.
+        let (added, slot) = match step {
             Step::AddInto { addend, take, sum } => {
                 let held = &mut env[addend.index()];
                 let value = if take { held.take() } else { held.clone() };
                 let value = value.ok_or_else(|| EvalError::ForeignPlan)?;
-                Some((unshared(value).map_err(|e| fail(e.into()))?, n_in + sum))
+                (
+                    Some(unshared(value).map_err(|e| fail(e.into()))?),
+                    n_in + sum,
+                )
             }
-            _ => None,
+            _ => (None, n_in + i),
         };
         // Operands that die here are moved to the kernel, which may then reuse their buffers
         // (a repeated operand is moved only at its last occurrence); where none dies, or the
@@ -296,45 +300,46 @@ fn run_nodes(
                 args.push(value.ok_or_else(|| EvalError::ForeignPlan)?);
             }
         }
+        let refs = if moving {
+            smallvec::SmallVec::new()
+        } else {
+            held(env, ops)?
+        };
         if let Some(r) = report.as_deref_mut() {
-            let refs = if moving {
-                operand_refs(&args)
+            let points = if moving {
+                node.prim.convention_points(&operand_refs(&args))
             } else {
-                held(env, ops)?
+                node.prim.convention_points(&refs)
             };
-            r.conventions
-                .extend(convention_hit(p, i, node.prim.convention_points(&refs)));
+            r.conventions.extend(convention_hit(p, i, points));
         }
         // Copies of node results (checked when made) need no second scan; program inputs
         // are not checked until a node reads them, so copies of those are.
         let copies_checked =
             node.prim.copies_operand_values() && node.operands.iter().all(|o| o.index() >= n_in);
         let check = check && !copies_checked;
-        let kernel = move |args: &mut Operands, env: &[Option<Tensor>]| match added {
-            Some((mut out, slot)) => {
-                node.prim
-                    .eval_added(&held(env, ops)?, &mut out)
-                    .map_err(fail)?;
-                Ok((out, slot))
-            }
+        // The kernel's error alone is returned from here, so that what it returns stays small.
+        let kernel = || match added {
+            Some(mut out) => node.prim.eval_added(&refs, &mut out).map(|()| out),
             None if moving => {
-                let out = node.prim.eval_owned(args).map_err(fail);
+                let out = node.prim.eval_owned(&mut args);
                 // Operands the kernel did not take (borrowed copies) are released now.
                 args.clear();
-                Ok((out?, n_in + i))
+                out
             }
-            None => Ok((node.prim.eval(&held(env, ops)?).map_err(fail)?, n_in + i)),
+            None => node.prim.eval(&refs),
         };
         // A kernel may count its result's non-finite values as it writes them
         // (`tensor::checked`); otherwise the result is scanned here.
-        let ((out, slot), counted) = if !check {
-            (kernel(&mut args, env)?, Some(0))
+        let (out, counted) = if !check {
+            (kernel(), Some(0))
         } else if node.prim.counts_non_finite(&node.ty) {
-            let (made, counted) = checked::asking(|| kernel(&mut args, env));
-            (made?, counted)
+            checked::asking(kernel)
         } else {
-            (kernel(&mut args, env)?, None)
+            (kernel(), None)
         };
+        drop(refs);
+        let out = out.map_err(fail)?;
         // A folded sum has its product's type (`fold_sums`).
         if out.dtype() != node.ty.dtype || *out.shape() != node.ty.shape {
             return Err(fail(KernelError::Unsupported(format!(

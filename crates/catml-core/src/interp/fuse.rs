@@ -318,7 +318,7 @@ fn pass<T: BlockFloat>(
                     v.write(c.unwrap_or(T::zero()));
                 });
                 // SAFETY: every element of `s` was written just above.
-                unsafe { &mut *(s as *mut [MaybeUninit<T>] as *mut [T]) }
+                unsafe { alloc::written_mut(s) }
             })
             .collect();
         for (b, piece) in piece.chunks_mut(BLOCK).enumerate() {

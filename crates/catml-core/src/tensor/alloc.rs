@@ -9,6 +9,8 @@
 //! assert!(alloc::filled(usize::MAX / 2, 0.0f64).is_err());
 //! ```
 
+use std::mem::MaybeUninit;
+
 /// A buffer could not be allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("could not allocate {bytes} bytes")]
@@ -45,6 +47,24 @@ pub fn collect<T>(items: impl ExactSizeIterator<Item = T>) -> Result<Vec<T>, All
     let mut v = with_capacity(items.len())?;
     v.extend(items);
     Ok(v)
+}
+
+/// The elements of a piece of spare capacity, once written.
+///
+/// # Safety
+/// Every element of `piece` has been written.
+pub unsafe fn written<T>(piece: &[MaybeUninit<T>]) -> &[T] {
+    // SAFETY: `MaybeUninit<T>` has `T`'s layout, and the caller vouches each was written.
+    unsafe { &*(piece as *const [MaybeUninit<T>] as *const [T]) }
+}
+
+/// [`written`], mutably.
+///
+/// # Safety
+/// Every element of `piece` has been written.
+pub unsafe fn written_mut<T>(piece: &mut [MaybeUninit<T>]) -> &mut [T] {
+    // SAFETY: as for `written`.
+    unsafe { &mut *(piece as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
 #[cfg(test)]

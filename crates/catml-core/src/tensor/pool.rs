@@ -194,20 +194,24 @@ pub(crate) fn take<T>(n: usize) -> Option<Vec<T>> {
 }
 
 /// Gives a vector's buffer to the active pool, if there is one and the elements need no drop;
-/// otherwise the vector is dropped as usual.
-pub(crate) fn give<T>(mut v: Vec<T>) {
-    if std::mem::needs_drop::<T>() || std::mem::size_of::<T>() == 0 || v.capacity() == 0 {
-        return;
-    }
-    let Ok(layout) = Layout::array::<T>(v.capacity()) else {
-        return;
-    };
+/// otherwise the vector is dropped as usual. (Arrays give theirs through [`release`].)
+#[cfg(test)]
+fn give<T>(v: Vec<T>) {
     // Outside an active pool (or while it is borrowed) `v` is dropped as usual at the end.
     let _ = ACTIVE.try_with(|a| {
-        let Ok(mut slot) = a.try_borrow_mut() else {
+        if let Some(pool) = a.try_borrow_mut().ok().as_mut().and_then(|s| s.as_mut()) {
+            pool.keep(v);
+        }
+    });
+}
+
+impl BufferPool {
+    /// Keeps `v`'s buffer, emptied, when its elements need no drop; otherwise `v` is dropped.
+    fn keep<T>(&mut self, mut v: Vec<T>) {
+        if std::mem::needs_drop::<T>() || std::mem::size_of::<T>() == 0 || v.capacity() == 0 {
             return;
-        };
-        let Some(pool) = slot.as_mut() else {
+        }
+        let Ok(layout) = Layout::array::<T>(v.capacity()) else {
             return;
         };
         // The elements need no drop, so the buffer is handed over empty, and `v` left empty.
@@ -215,8 +219,8 @@ pub(crate) fn give<T>(mut v: Vec<T>) {
         let mut mine = std::mem::ManuallyDrop::new(std::mem::take(&mut v));
         // SAFETY: a vector's non-empty buffer is non-null.
         let ptr = unsafe { NonNull::new_unchecked(mine.as_mut_ptr().cast::<u8>()) };
-        pool.give(Free { ptr, layout });
-    });
+        self.give(Free { ptr, layout });
+    }
 }
 
 /// `v` shared from a block the active pool kept (`Arc::new(v)` when it has none).
@@ -237,17 +241,19 @@ pub(crate) fn release<T>(mut v: Arc<Vec<T>>) {
     let Some(mine) = Arc::get_mut(&mut v) else {
         return;
     };
-    give(std::mem::take(mine));
-    // Outside an active pool (or while it is borrowed) `v` is dropped as usual at the end.
-    let mut v = Some(v);
+    let vector = std::mem::take(mine);
+    // One visit to the pool for both; outside an active pool (or while it is borrowed) both
+    // are dropped as usual at the end.
     let _ = ACTIVE.try_with(|a| {
         let Ok(mut slot) = a.try_borrow_mut() else {
             return;
         };
-        if let Some(pool) = slot.as_mut().filter(|p| p.shells.len() < MAX_SHELLS) {
-            if let Some(shell) = v.take().and_then(Shell::new) {
-                pool.shells.push(shell);
-            }
+        let Some(pool) = slot.as_mut() else {
+            return;
+        };
+        pool.keep(vector);
+        if pool.shells.len() < MAX_SHELLS {
+            pool.shells.extend(Shell::new(v));
         }
     });
 }

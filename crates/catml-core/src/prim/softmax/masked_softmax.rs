@@ -24,6 +24,7 @@ use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::attention::attention_mask::AttentionMask;
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
+use crate::tensor::fastmath::with_wide_simd;
 use crate::tensor::{Array, Float, Tensor, TensorType};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -33,37 +34,41 @@ pub struct MaskedSoftmax {
     pub scale: f64,
 }
 
-/// Softmax of the rows of one (Tq, Tk) slice of batch entry `b` over their allowed prefixes,
-/// after multiplying by `scale`; zeros elsewhere.
-pub(crate) fn masked_rows<T: Float>(
-    mask: &AttentionMask,
-    b: usize,
-    s: &[T],
-    p: &mut [T],
-    tq: usize,
-    tk: usize,
-    scale: T,
-) {
-    for (i, (row, out)) in s.chunks_exact(tk).zip(p.chunks_exact_mut(tk)).enumerate() {
-        let end = mask.end(b, i, tq, tk);
-        softmax_row_scaled(&row[..end], &mut out[..end], scale, false);
-        out[end..].iter_mut().for_each(|v| *v = T::zero());
+with_wide_simd! {
+    /// Softmax of the rows of one (Tq, Tk) slice of batch entry `b` over their allowed
+    /// prefixes, after multiplying by `scale`; zeros elsewhere.
+    pub(crate) fn masked_rows<T: Float>(
+        mask: &AttentionMask,
+        b: usize,
+        s: &[T],
+        p: &mut [T],
+        tq: usize,
+        tk: usize,
+        scale: T,
+    ) {
+        for (i, (row, out)) in s.chunks_exact(tk).zip(p.chunks_exact_mut(tk)).enumerate() {
+            let end = mask.end(b, i, tq, tk);
+            softmax_row_scaled(&row[..end], &mut out[..end], scale, false);
+            out[end..].iter_mut().for_each(|v| *v = T::zero());
+        }
     }
 }
 
-/// [`masked_rows`] of a slice holding its scores, overwritten by its weights.
-pub(crate) fn masked_rows_in_place<T: Float>(
-    mask: &AttentionMask,
-    b: usize,
-    p: &mut [T],
-    tq: usize,
-    tk: usize,
-    scale: T,
-) {
-    for (i, row) in p.chunks_exact_mut(tk).enumerate() {
-        let end = mask.end(b, i, tq, tk);
-        softmax_row_scaled_in_place(&mut row[..end], scale);
-        row[end..].iter_mut().for_each(|v| *v = T::zero());
+with_wide_simd! {
+    /// [`masked_rows`] of a slice holding its scores, overwritten by its weights.
+    pub(crate) fn masked_rows_in_place<T: Float>(
+        mask: &AttentionMask,
+        b: usize,
+        p: &mut [T],
+        tq: usize,
+        tk: usize,
+        scale: T,
+    ) {
+        for (i, row) in p.chunks_exact_mut(tk).enumerate() {
+            let end = mask.end(b, i, tq, tk);
+            softmax_row_scaled_in_place(&mut row[..end], scale);
+            row[end..].iter_mut().for_each(|v| *v = T::zero());
+        }
     }
 }
 

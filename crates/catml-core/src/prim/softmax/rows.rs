@@ -1,23 +1,28 @@
 //! Row kernels of the softmax family, generic over f32 and f64: softmax and log-softmax of a
 //! row or of the columns of a block, and the reductions they need (max, sum, dot) written with
-//! independent accumulators so they vectorise. Exponentials go through `exp_in_place`.
+//! independent accumulators so they vectorise, inlined into callers compiled wide
+//! (`with_wide_simd`). Exponentials go through `exp_in_place`.
 
-use crate::tensor::fastmath::exp_in_place;
+use crate::tensor::fastmath::{exp_in_place, with_wide_simd};
 use crate::tensor::Float;
 
-/// Softmax (or log-softmax) of each row of `len` entries; `x` and `out` hold whole rows.
-pub(crate) fn softmax_rows<T: Float>(x: &[T], out: &mut [T], len: usize, log: bool) {
-    for (xs, ys) in x.chunks_exact(len).zip(out.chunks_exact_mut(len)) {
-        softmax_row(xs, ys, log);
+with_wide_simd! {
+    /// Softmax (or log-softmax) of each row of `len` entries; `x` and `out` hold whole rows.
+    pub(crate) fn softmax_rows<T: Float>(x: &[T], out: &mut [T], len: usize, log: bool) {
+        for (xs, ys) in x.chunks_exact(len).zip(out.chunks_exact_mut(len)) {
+            softmax_row(xs, ys, log);
+        }
     }
 }
 
 /// Softmax (or log-softmax) of one row.
+#[inline(always)]
 pub(crate) fn softmax_row<T: Float>(xs: &[T], ys: &mut [T], log: bool) {
     softmax_row_scaled(xs, ys, T::one(), log);
 }
 
 /// Softmax (or log-softmax) of one row times `scale` > 0 (max(c x) = c max(x) for c > 0).
+#[inline(always)]
 pub(crate) fn softmax_row_scaled<T: Float>(xs: &[T], ys: &mut [T], scale: T, log: bool) {
     let m = max_of(xs) * scale;
     for (y, &x) in ys.iter_mut().zip(xs) {
@@ -27,6 +32,7 @@ pub(crate) fn softmax_row_scaled<T: Float>(xs: &[T], ys: &mut [T], scale: T, log
 }
 
 /// [`softmax_row_scaled`] of a row overwritten by its softmax, with the same arithmetic.
+#[inline(always)]
 pub(crate) fn softmax_row_scaled_in_place<T: Float>(ys: &mut [T], scale: T) {
     let m = max_of(ys) * scale;
     ys.iter_mut().for_each(|y| *y = *y * scale - m);
@@ -34,6 +40,7 @@ pub(crate) fn softmax_row_scaled_in_place<T: Float>(ys: &mut [T], scale: T) {
 }
 
 /// Softmax (or log-softmax) of a row already shifted by its maximum: e^y / sum e^y.
+#[inline(always)]
 fn normalise_shifted<T: Float>(ys: &mut [T], log: bool) {
     if log {
         let mut e = ys.to_vec();
@@ -51,6 +58,7 @@ fn normalise_shifted<T: Float>(ys: &mut [T], log: bool) {
 const LANES: usize = 8;
 
 /// The largest element of a nonempty slice.
+#[inline(always)]
 pub(crate) fn max_of<T: Float>(xs: &[T]) -> T {
     let mut acc = [xs[0]; LANES];
     let mut chunks = xs.chunks_exact(LANES);
@@ -64,11 +72,13 @@ pub(crate) fn max_of<T: Float>(xs: &[T]) -> T {
 }
 
 /// The sum of a slice.
+#[inline(always)]
 pub(crate) fn sum_of<T: Float>(xs: &[T]) -> T {
     dot_of(xs, None)
 }
 
 /// sum_i x_i y_i (or sum_i x_i without `y`).
+#[inline(always)]
 pub(crate) fn dot_of<T: Float>(xs: &[T], ys: Option<&[T]>) -> T {
     let mut acc = [T::zero(); LANES];
     let n = xs.len() / LANES * LANES;

@@ -21,8 +21,9 @@ use crate::ir::{
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{eval_float, same_float_pair, FloatKernel};
 use crate::prim::Ops;
+use crate::tensor::fastmath::with_wide_simd;
 use crate::tensor::kernels::{self, split_at_axis};
-use crate::tensor::{rational_from_f64, Array, Element, Float, RArray, Tensor, TensorType};
+use crate::tensor::{alloc, rational_from_f64, Array, Element, Float, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SoftmaxPullback {
@@ -33,29 +34,37 @@ pub struct SoftmaxPullback {
 /// Below this many elements the kernel runs on one thread.
 const PARALLEL_MIN: usize = 1 << 16;
 
-/// One (len, inner) block: out = c y (v - sum over the block's rows of y v), written into
-/// memory not yet initialised (the result is never zeroed first).
-fn block<T: Float>(y: &[T], v: &[T], out: &mut [MaybeUninit<T>], inner: usize, c: T) {
-    if inner == 1 {
-        let s = dot_of(y, Some(v));
-        for ((o, &a), &b) in out.iter_mut().zip(y).zip(v) {
-            o.write(c * a * (b - s));
+with_wide_simd! {
+    /// One (len, inner) block: out = c y (v - sum over the block's rows of y v), written into
+    /// memory not yet initialised (the result is never zeroed first).
+    fn block<T: Float>(
+        y: &[T],
+        v: &[T],
+        out: &mut [MaybeUninit<T>],
+        inner: usize,
+        c: T,
+    ) {
+        if inner == 1 {
+            let s = dot_of(y, Some(v));
+            for ((o, &a), &b) in out.iter_mut().zip(y).zip(v) {
+                o.write(c * a * (b - s));
+            }
+            return;
         }
-        return;
-    }
-    let mut s = vec![T::zero(); inner];
-    for (yr, vr) in y.chunks_exact(inner).zip(v.chunks_exact(inner)) {
-        for ((t, &a), &b) in s.iter_mut().zip(yr).zip(vr) {
-            *t = *t + a * b;
+        let mut s = vec![T::zero(); inner];
+        for (yr, vr) in y.chunks_exact(inner).zip(v.chunks_exact(inner)) {
+            for ((t, &a), &b) in s.iter_mut().zip(yr).zip(vr) {
+                *t = *t + a * b;
+            }
         }
-    }
-    for ((yr, vr), or) in y
-        .chunks_exact(inner)
-        .zip(v.chunks_exact(inner))
-        .zip(out.chunks_exact_mut(inner))
-    {
-        for i in 0..inner {
-            or[i].write(c * yr[i] * (vr[i] - s[i]));
+        for ((yr, vr), or) in y
+            .chunks_exact(inner)
+            .zip(v.chunks_exact(inner))
+            .zip(out.chunks_exact_mut(inner))
+        {
+            for i in 0..inner {
+                or[i].write(c * yr[i] * (vr[i] - s[i]));
+            }
         }
     }
 }
@@ -66,16 +75,14 @@ impl FloatKernel for SoftmaxPullback {
         let c = T::from_f64(self.scale);
         let (y, v) = (x[0].data(), x[1].data());
         let n = len * inner;
-        let mut out: Vec<T> = crate::tensor::alloc::with_capacity(y.len())?;
+        let mut out: Vec<T> = alloc::with_capacity(y.len())?;
         let spare = &mut out.spare_capacity_mut()[..y.len()];
         // Each block is counted right after it is written, when evaluation asks.
         kernels::counting(|found| {
             let write = |o: &mut [MaybeUninit<T>], a: &[T], b: &[T]| {
                 block(a, b, o, inner, c);
                 // SAFETY: `block` wrote every element of `o`.
-                kernels::tally(found, unsafe {
-                    &*(o as *const [MaybeUninit<T>] as *const [T])
-                });
+                kernels::tally(found, unsafe { alloc::written(o) });
             };
             if y.len() >= PARALLEL_MIN {
                 spare
@@ -101,10 +108,10 @@ fn exact<T: Element>(
     v: &Array<T>,
     axis: usize,
     c: T,
-) -> Result<Array<T>, crate::tensor::alloc::AllocError> {
+) -> Result<Array<T>, alloc::AllocError> {
     let (outer, len, inner) = split_at_axis(y.dims(), axis);
     let (yd, vd) = (y.data(), v.data());
-    let mut out = crate::tensor::alloc::filled(yd.len(), T::zero())?;
+    let mut out = alloc::filled(yd.len(), T::zero())?;
     for o in 0..outer {
         for i in 0..inner {
             let at = |j: usize| (o * len + j) * inner + i;

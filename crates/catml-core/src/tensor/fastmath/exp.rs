@@ -25,7 +25,7 @@ pub fn exp_in_place<T: Float>(xs: &mut [T]) {
 
 with_wide_simd! {
     /// e^x of every element, in place, in f32 arithmetic.
-    fn exp_f32_slice(xs: &mut [f32]) -> () { exp_f32_loop(xs) }
+    pub fn exp_f32_slice(xs: &mut [f32]) { exp_f32_loop(xs) }
 }
 
 #[inline(always)]

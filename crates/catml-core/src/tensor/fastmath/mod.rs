@@ -13,38 +13,43 @@
 //!
 //! e^x over whole slices (for the softmax family), [`exp_in_place`], is in `exp.rs`.
 
-/// A public function whose body is compiled three times, as it is and with AVX-512 or AVX2
-/// enabled, and which runs the widest copy the CPU supports. The bodies use no fused
-/// multiply-add, so every copy gives the same results.
+/// A function whose body is compiled three times, as it is and with AVX-512 or AVX2 enabled,
+/// and which runs the widest copy the CPU supports. The bodies use no fused multiply-add (Rust
+/// never contracts `a * b + c` on its own), so every copy gives the same results. Whatever the
+/// body calls must be `#[inline(always)]` to be compiled wide with it. One generic parameter
+/// is allowed, as `fn name<T: Bound>(...)`.
 macro_rules! with_wide_simd {
-    ($(#[$doc:meta])* fn $name:ident($arg:ident: $ty:ty) -> $ret:ty $body:block) => {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident $(<$g:ident: $bound:path>)?
+        ($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$doc])*
-        pub fn $name($arg: $ty) -> $ret {
+        $vis fn $name$(<$g: $bound>)?($($arg: $ty),*) $(-> $ret)? {
             #[inline(always)]
-            fn body($arg: $ty) -> $ret $body
+            fn body$(<$g: $bound>)?($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f")]
-                unsafe fn avx512($arg: $ty) -> $ret {
-                    body($arg)
+                unsafe fn avx512$(<$g: $bound>)?($($arg: $ty),*) $(-> $ret)? {
+                    body$(::<$g>)?($($arg),*)
                 }
                 #[target_feature(enable = "avx2")]
-                unsafe fn avx2($arg: $ty) -> $ret {
-                    body($arg)
+                unsafe fn avx2$(<$g: $bound>)?($($arg: $ty),*) $(-> $ret)? {
+                    body$(::<$g>)?($($arg),*)
                 }
                 if std::arch::is_x86_feature_detected!("avx512f") {
                     // SAFETY: the CPU supports AVX-512F, checked just above.
-                    return unsafe { avx512($arg) };
+                    return unsafe { avx512$(::<$g>)?($($arg),*) };
                 }
                 if std::arch::is_x86_feature_detected!("avx2") {
                     // SAFETY: the CPU supports AVX2, checked just above.
-                    return unsafe { avx2($arg) };
+                    return unsafe { avx2$(::<$g>)?($($arg),*) };
                 }
             }
-            body($arg)
+            body$(::<$g>)?($($arg),*)
         }
     };
 }
+
+pub(crate) use with_wide_simd;
 
 mod exp;
 
@@ -183,22 +188,22 @@ fn any_non_finite_f64_body(d: &[f64]) -> bool {
 
 with_wide_simd! {
     /// Whether any element is infinite or NaN.
-    fn any_non_finite_f32(d: &[f32]) -> bool { any_non_finite_f32_body(d) }
+    pub fn any_non_finite_f32(d: &[f32]) -> bool { any_non_finite_f32_body(d) }
 }
 
 with_wide_simd! {
     /// Whether any element is infinite or NaN.
-    fn any_non_finite_f64(d: &[f64]) -> bool { any_non_finite_f64_body(d) }
+    pub fn any_non_finite_f64(d: &[f64]) -> bool { any_non_finite_f64_body(d) }
 }
 
 with_wide_simd! {
     /// tanh of every element, in place.
-    fn tanh_f64_in_place(buf: &mut [f64]) -> () { assign_all(buf, tanh) }
+    pub fn tanh_f64_in_place(buf: &mut [f64]) { assign_all(buf, tanh) }
 }
 
 with_wide_simd! {
     /// tanh of every element, in place, in f32 arithmetic.
-    fn tanh_f32_in_place(buf: &mut [f32]) -> () { assign_all(buf, tanhf) }
+    pub fn tanh_f32_in_place(buf: &mut [f32]) { assign_all(buf, tanhf) }
 }
 
 #[cfg(test)]

@@ -103,7 +103,7 @@ pub fn for_each_result_piece_at<T: Float>(
             let n = piece.chunks_mut(BLOCK).enumerate().map(|(i, b)| {
                 f(b, at + i * BLOCK);
                 // SAFETY: `f` wrote every element of `b`.
-                count_non_finite(unsafe { &*(b as *const [MaybeUninit<T>] as *const [T]) })
+                count_non_finite(unsafe { alloc::written(b) })
             });
             add(found, n.sum());
         }),
@@ -147,7 +147,7 @@ pub fn map_copy<T: Float>(
                 o.write(x);
             }
             // SAFETY: every element of `d` was written just above.
-            f(unsafe { &mut *(d as *mut [MaybeUninit<T>] as *mut [T]) });
+            f(unsafe { alloc::written_mut(d) });
         }
     });
     // SAFETY: the pieces cover all n elements, and each was written.

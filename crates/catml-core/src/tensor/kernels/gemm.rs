@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::count_non_finite;
 use crate::tensor::alloc::{self, AllocError};
 use crate::tensor::shape::{keeps_last_axis, read_through, row_major, write_through, Strides};
-use crate::tensor::{checked, Element, Float};
+use crate::tensor::{Element, Float};
 
 /// A matrix operand: a buffer read as (rows, cols) at any row and column strides, so that a
 /// transpose, or a matrix of a permuted stack, is read in place.
@@ -150,10 +150,7 @@ const DIRECT_GEMM_MAX: usize = 256;
 
 /// C = A B (+ C if `accumulate`), for row-major C of shape (m, n).
 pub fn gemm_into<T: Float>(c: &mut [T], a: MatRef<'_, T>, b: MatRef<'_, T>, accumulate: bool) {
-    debug_assert_eq!(c.len(), a.rows * b.cols);
-    let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
-    // SAFETY: `c` is an initialised buffer of m * n elements.
-    unsafe { gemm_raw(c.as_mut_ptr(), b.cols, a, b, accumulate, parallel, None) }
+    gemm_into_counting(c, a, b, accumulate, None)
 }
 
 /// [`gemm_into`] for a kernel writing its node's whole result: when evaluation asks for the
@@ -164,10 +161,7 @@ pub fn gemm_into_result<T: Float>(
     b: MatRef<'_, T>,
     accumulate: bool,
 ) {
-    match checked::asked() {
-        Some(request) => request.counted(gemm_into_counted(c, a, b, accumulate)),
-        None => gemm_into(c, a, b, accumulate),
-    }
+    super::counting(|counter| gemm_into_counting(c, a, b, accumulate, counter))
 }
 
 /// [`gemm()`] for a kernel whose node's whole result is C, counted as [`gemm_into_result`]
@@ -176,31 +170,20 @@ pub fn gemm_result<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Vec<T
     super::counting(|counter| gemm_new(a, b, counter))
 }
 
-/// [`gemm_into`], returning how many elements of C are NaN or infinite: each piece of C is
-/// counted by the thread that wrote it, while it is still in cache, instead of in a pass of
-/// its own.
-fn gemm_into_counted<T: Float>(
+/// [`gemm_into`], adding to `counter` (if given) how many elements of C are NaN or infinite:
+/// each piece of C is counted by the thread that wrote it, while it is still in cache, instead
+/// of in a pass of its own.
+fn gemm_into_counting<T: Float>(
     c: &mut [T],
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
     accumulate: bool,
-) -> usize {
+    counter: Option<&AtomicUsize>,
+) {
     debug_assert_eq!(c.len(), a.rows * b.cols);
     let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
-    let counter = AtomicUsize::new(0);
     // SAFETY: `c` is an initialised buffer of m * n elements.
-    unsafe {
-        gemm_raw(
-            c.as_mut_ptr(),
-            b.cols,
-            a,
-            b,
-            accumulate,
-            parallel,
-            Some(&counter),
-        )
-    };
-    counter.into_inner()
+    unsafe { gemm_raw(c.as_mut_ptr(), b.cols, a, b, accumulate, parallel, counter) }
 }
 
 /// As [`gemm_into`], on the calling thread only: for callers that already split work across
@@ -672,7 +655,9 @@ mod tests {
                 assert!(want >= n, "{m}x{k}x{n}: row 1 at least");
                 assert_eq!(count, want, "{m}x{k}x{n}");
                 let mut acc = vec![0.5; m * n];
-                assert_eq!(gemm_into_counted(&mut acc, ma, mb, true), want);
+                let counter = AtomicUsize::new(0);
+                gemm_into_counting(&mut acc, ma, mb, true, Some(&counter));
+                assert_eq!(counter.into_inner(), want);
                 let clean = MatRef::new(&b[..k * m.min(n)], m.min(n), k);
                 assert_eq!(counted(clean, mb).1, 0);
             });
