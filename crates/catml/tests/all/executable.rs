@@ -295,25 +295,32 @@ fn stacked_products_attention_weights_pullbacks_and_broadcasts_count_as_a_scan_w
         ];
         fails_as_a_scan_would(p, &inputs, "batch_matmul");
     }
-    // Attention weights of queries split into heads by a permute: scores that overflow make
-    // their rows NaN.
-    let mut b = Builder::new();
-    let q = b
-        .input("q", f32s(&[2, 64, 4, 32]), InputKind::Data)
-        .unwrap();
-    let k = b
-        .input("k", f32s(&[2, 4, 64, 32]), InputKind::Data)
-        .unwrap();
-    let qh = b.permute(q, vec![0, 2, 1, 3]).unwrap();
-    let probs = b
-        .attention_probs(qh, k, catml::prim::AttentionMask::none())
-        .unwrap();
-    let p = b.finish(&[probs]).unwrap();
-    let inputs = [
-        with_odd(&[2, 64, 4, 32], (3001, 7), 3e38),
-        Tensor::full(&f32s(&[2, 4, 64, 32]), 4.0),
-    ];
-    fails_as_a_scan_would(p, &inputs, "attention_probs");
+    // Attention weights of queries split into heads by a permute: scores that overflow to
+    // +inf or -inf, or to NaN (+inf and -inf in one sum), make their rows NaN. The kernel
+    // counts only the rows whose maximum or sum is not finite.
+    let q_dims = [2, 64, 4, 32];
+    for odd in [[3e38, 0.25], [-3e38, 0.25], [3e38, -3e38]] {
+        let mut b = Builder::new();
+        let q = b.input("q", f32s(&q_dims), InputKind::Data).unwrap();
+        let k = b
+            .input("k", f32s(&[2, 4, 64, 32]), InputKind::Data)
+            .unwrap();
+        let qh = b.permute(q, vec![0, 2, 1, 3]).unwrap();
+        let probs = b
+            .attention_probs(qh, k, catml::prim::AttentionMask::none())
+            .unwrap();
+        let p = b.finish(&[probs]).unwrap();
+        // Elements 7 and 8 of every 3001st run: one query row of one head gets both.
+        let mut q = with_odd(&q_dims, (3001, 7), odd[0]).to_f64_vec();
+        (0..q.len())
+            .filter(|i| i % 3001 == 8)
+            .for_each(|i| q[i] = odd[1]);
+        let inputs = [
+            Tensor::from_f64s(DType::F32, q_dims.to_vec(), q).unwrap(),
+            Tensor::full(&f32s(&[2, 4, 64, 32]), 4.0),
+        ];
+        fails_as_a_scan_would(p, &inputs, "attention_probs");
+    }
     // The softmax pullback, blocks on several threads.
     let mut b = Builder::new();
     let y = b.input("y", f32s(&[32, 64, 64]), InputKind::Data).unwrap();

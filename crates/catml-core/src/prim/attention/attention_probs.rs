@@ -25,7 +25,9 @@ use crate::prim::linalg::batch_matmul::stack_of;
 use crate::prim::softmax::masked_softmax::{check_scores, masked_rows, masked_rows_in_place};
 use crate::prim::Ops;
 use crate::tensor::keeps_last_axis;
-use crate::tensor::kernels::{counting, gemm_batched, gemm_into_serial, tally, MatRef, MatStack};
+use crate::tensor::kernels::{
+    add_found, counting, gemm_batched, gemm_into_serial, MatRef, MatStack,
+};
 use crate::tensor::{Array, Float, Tensor, TensorType};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -101,15 +103,15 @@ impl AttentionProbs {
         let mut dims = q.dims().to_vec();
         dims[3] = tk;
         // Each slice's scores are written into its block of the result and normalised there,
-        // then counted when evaluation asks (`tensor::checked`).
+        // which counts its non-finite weights for evaluation when it asks (`tensor::checked`).
         let out = counting(|found| {
             gemm_batched(
                 dims[0] * heads,
                 (tq, tk),
                 |i| (q.matrix(i), k.matrix(i).transposed()),
                 |i, p| {
-                    masked_rows_in_place(&self.mask, i / heads, p, tq, tk, c);
-                    tally(found, p);
+                    let non_finite = masked_rows_in_place(&self.mask, i / heads, p, tq, tk, c);
+                    add_found(found, non_finite);
                 },
             )
         })?;

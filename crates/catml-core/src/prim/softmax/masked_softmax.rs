@@ -25,6 +25,7 @@ use crate::prim::attention::attention_mask::AttentionMask;
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::fastmath::with_wide_simd;
+use crate::tensor::kernels::count_non_finite;
 use crate::tensor::{Array, Float, Tensor, TensorType};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -55,7 +56,9 @@ with_wide_simd! {
 }
 
 with_wide_simd! {
-    /// [`masked_rows`] of a slice holding its scores, overwritten by its weights.
+    /// [`masked_rows`] of a slice holding its scores, overwritten by its weights; returns how
+    /// many weights are NaN or infinite, counting only the rows whose weights are not
+    /// certainly finite (`softmax_row_scaled_in_place`).
     pub(crate) fn masked_rows_in_place<T: Float>(
         mask: &AttentionMask,
         b: usize,
@@ -63,12 +66,16 @@ with_wide_simd! {
         tq: usize,
         tk: usize,
         scale: T,
-    ) {
+    ) -> usize {
+        let mut non_finite = 0;
         for (i, row) in p.chunks_exact_mut(tk).enumerate() {
-            let end = mask.end(b, i, tq, tk);
-            softmax_row_scaled_in_place(&mut row[..end], scale);
-            row[end..].iter_mut().for_each(|v| *v = T::zero());
+            let (weights, rest) = row.split_at_mut(mask.end(b, i, tq, tk));
+            if !softmax_row_scaled_in_place(weights, scale) {
+                non_finite += count_non_finite(weights);
+            }
+            rest.iter_mut().for_each(|v| *v = T::zero());
         }
+        non_finite
     }
 }
 

@@ -32,11 +32,15 @@ pub(crate) fn softmax_row_scaled<T: Float>(xs: &[T], ys: &mut [T], scale: T, log
 }
 
 /// [`softmax_row_scaled`] of a row overwritten by its softmax, with the same arithmetic.
+/// Returns true when every weight is certainly finite: when the scaled maximum m and the
+/// reciprocal r of the sum are, each weight is e^(y - m) r with y - m <= 0, so in [0, r]; a
+/// NaN or +inf score makes m or r non-finite.
 #[inline(always)]
-pub(crate) fn softmax_row_scaled_in_place<T: Float>(ys: &mut [T], scale: T) {
+pub(crate) fn softmax_row_scaled_in_place<T: Float>(ys: &mut [T], scale: T) -> bool {
     let m = max_of(ys) * scale;
     ys.iter_mut().for_each(|y| *y = *y * scale - m);
-    normalise_shifted(ys, false);
+    let r = exp_normalise(ys);
+    m.is_finite() && r.is_finite()
 }
 
 /// Softmax (or log-softmax) of a row already shifted by its maximum: e^y / sum e^y.
@@ -48,10 +52,17 @@ fn normalise_shifted<T: Float>(ys: &mut [T], log: bool) {
         let ls = sum_of(&e).ln();
         ys.iter_mut().for_each(|y| *y = *y - ls);
     } else {
-        exp_in_place(ys);
-        let r = T::one() / sum_of(ys);
-        ys.iter_mut().for_each(|y| *y = *y * r);
+        exp_normalise(ys);
     }
+}
+
+/// e^y r in place with r = 1 / sum e^y, for a row shifted by its maximum; returns r.
+#[inline(always)]
+fn exp_normalise<T: Float>(ys: &mut [T]) -> T {
+    exp_in_place(ys);
+    let r = T::one() / sum_of(ys);
+    ys.iter_mut().for_each(|y| *y = *y * r);
+    r
 }
 
 /// Lanes of the reductions below: independent accumulators the compiler keeps in registers.

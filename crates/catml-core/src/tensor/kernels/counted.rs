@@ -50,6 +50,14 @@ pub fn tally<T: Float>(found: Option<&AtomicUsize>, written: &[T]) {
     }
 }
 
+/// Adds `n`, the non-finite count of a piece of the result that its kernel worked out as it
+/// wrote it, to `found` (if counting).
+pub fn add_found(found: Option<&AtomicUsize>, n: usize) {
+    if let Some(found) = found {
+        add(found, n);
+    }
+}
+
 fn add(found: &AtomicUsize, n: usize) {
     if n > 0 {
         found.fetch_add(n, Ordering::Relaxed);

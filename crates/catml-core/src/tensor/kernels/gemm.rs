@@ -394,19 +394,13 @@ unsafe fn gemm_raw<T: Float>(
         b.data.len()
     );
     if m * n * k <= DIRECT_GEMM_MAX {
-        let ((ars, acs), (brs, bcs)) = (a.strides(), b.strides());
         let (pa, pb) = (a.data.as_ptr(), b.data.as_ptr());
         for i in 0..m {
             for j in 0..n {
-                // a[i, t] and b[t, j], stepping t by the column stride of A and row stride of
-                // B; the views lie inside their buffers, as the crate's path below assumes.
-                let (mut at, mut bt) = (pa.offset(i as isize * ars), pb.offset(j as isize * bcs));
+                // a[i, t] and b[t, j]; the views lie inside their buffers (checked above).
                 let mut acc = T::zero();
-                for _ in 0..k {
-                    acc = acc + *at * *bt;
-                    // One step past the last element is never read.
-                    at = at.wrapping_offset(acs);
-                    bt = bt.wrapping_offset(brs);
+                for t in 0..k {
+                    acc = acc + *pa.add(a.at(i, t)) * *pb.add(b.at(t, j));
                 }
                 let dst = c.add(i * ldc + j);
                 dst.write(if accumulate { *dst + acc } else { acc });

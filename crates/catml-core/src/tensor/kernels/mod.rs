@@ -7,8 +7,8 @@ mod counted;
 mod gemm;
 
 pub use counted::{
-    counting, for_each_result_piece, for_each_result_piece_at, for_each_result_piece_with,
-    map_copy, tally, zip_copy, COUNTED_MIN,
+    add_found, counting, for_each_result_piece, for_each_result_piece_at,
+    for_each_result_piece_with, map_copy, tally, zip_copy, COUNTED_MIN,
 };
 pub use gemm::{
     gemm, gemm_batched, gemm_batched_permuted, gemm_batched_result, gemm_into, gemm_into_result,
