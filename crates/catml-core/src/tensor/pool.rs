@@ -193,18 +193,6 @@ pub(crate) fn take<T>(n: usize) -> Option<Vec<T>> {
     Some(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), 0, n) })
 }
 
-/// Gives a vector's buffer to the active pool, if there is one and the elements need no drop;
-/// otherwise the vector is dropped as usual. (Arrays give theirs through [`release`].)
-#[cfg(test)]
-fn give<T>(v: Vec<T>) {
-    // Outside an active pool (or while it is borrowed) `v` is dropped as usual at the end.
-    let _ = ACTIVE.try_with(|a| {
-        if let Some(pool) = a.try_borrow_mut().ok().as_mut().and_then(|s| s.as_mut()) {
-            pool.keep(v);
-        }
-    });
-}
-
 impl BufferPool {
     /// Keeps `v`'s buffer, emptied, when its elements need no drop; otherwise `v` is dropped.
     fn keep<T>(&mut self, mut v: Vec<T>) {
@@ -262,6 +250,16 @@ pub(crate) fn release<T>(mut v: Arc<Vec<T>>) {
 mod tests {
     use super::*;
     use crate::tensor::alloc;
+
+    /// Gives a vector's buffer to the active pool, as [`release`] gives an array's; outside
+    /// an active pool `v` is dropped as usual.
+    fn give<T>(v: Vec<T>) {
+        let _ = ACTIVE.try_with(|a| {
+            if let Some(pool) = a.try_borrow_mut().ok().as_mut().and_then(|s| s.as_mut()) {
+                pool.keep(v);
+            }
+        });
+    }
 
     #[test]
     fn a_dropped_buffer_is_reused_only_for_the_same_size() {
