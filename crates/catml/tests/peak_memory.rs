@@ -18,6 +18,13 @@ mod workloads;
 #[path = "../benches/support/conv_workload.rs"]
 mod conv_workload;
 
+#[path = "../examples/tiny_transformer.rs"]
+#[allow(dead_code)]
+mod tiny_transformer;
+
+#[path = "../benches/support/checkpoint_workload.rs"]
+mod checkpoint_workload;
+
 /// The system allocator, counting the bytes live now and the most live since the last reset.
 struct Counting;
 
@@ -105,6 +112,16 @@ fn measured_peaks_match_the_plans() {
         cases.push((format!("{name} eval"), w.program, w.inputs, 1.05));
         cases.push((format!("{name} value_and_grad"), w.vjp, w.vjp_args, 1.05));
     }
+    // Reshapes and `stop_gradient` share their operand's buffer; the plan counts it once.
+    let (_, loss, params) = tiny_transformer::build(64);
+    let data: Vec<Tensor> = tiny_transformer::sample(&mut catml::nn::seeded(5), 64)
+        .into_iter()
+        .map(|(_, t)| t)
+        .collect();
+    let args = checkpoint_workload::arguments(&loss, &params, &data);
+    let grad = catml::ad::grad(&loss).unwrap().program;
+    cases.push(("tiny transformer loss".into(), loss, args.clone(), 1.05));
+    cases.push(("tiny transformer gradient".into(), grad, args, 1.05));
     let (forward, grad) = conv_workload::programs();
     for (label, p) in [("conv2d eval", forward), ("conv2d value_and_grad", grad)] {
         let inputs = conv_workload::values(&p);

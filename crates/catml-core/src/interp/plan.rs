@@ -6,7 +6,7 @@ use super::eval::{EvalError, MAX_VALUE_BYTES};
 use super::fold::{fold_sums, steps_fit};
 use super::fuse::{fuse_groups, Group};
 use super::permutes::{permute_in_place, permutes_fit, PermutedRun};
-use crate::ir::{Program, Var};
+use crate::ir::{Program, ResultStorage, Var};
 use crate::tensor::TensorType;
 
 /// What evaluation does at a node.
@@ -280,15 +280,18 @@ pub(crate) fn dying(p: &Program) -> Vec<Option<usize>> {
 }
 
 /// Inputs held throughout; each node's result added when made (none for a node inside a fused
-/// pass, or one writing in a dying operand's buffer) and dropped after its last reader.
+/// pass, one writing in a dying operand's buffer, or one whose result is an operand's buffer or
+/// the program's) and dropped after the last reader of every value in its buffer.
 pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Peak {
     let n_in = p.n_inputs();
     let held = |i: usize| !matches!(steps.get(i), Some(Step::Within | Step::View));
     let bytes = |v: usize| p.ty(Var(v as u32)).bytes() as u64;
-    let reused = written_in_operands(p, last, steps);
+    let buffers = Buffers::of(p, last, steps);
+    let reused = written_in_operands(p, last, steps, &buffers);
     let mut freed = vec![0u64; p.n_nodes()];
-    for (v, dies) in last.iter().enumerate().skip(n_in) {
-        if let Some(i) = dies.filter(|&i| held(v - n_in) && reused[i] != Some(v)) {
+    for v in n_in..p.n_vars() {
+        let own = buffers.owner[v] == Some(v) && held(v - n_in);
+        if let Some(i) = buffers.dies[v].filter(|&i| own && reused[i] != Some(v)) {
             freed[i] = freed[i].saturating_add(bytes(v));
         }
     }
@@ -298,7 +301,7 @@ pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Pe
         node: None,
     };
     for (i, n) in p.nodes().iter().enumerate() {
-        if held(i) && reused[i].is_none() {
+        if held(i) && reused[i].is_none() && buffers.owner[n_in + i] == Some(n_in + i) {
             live = live.saturating_add(n.ty.bytes() as u64);
         }
         if live > peak.bytes {
@@ -312,13 +315,56 @@ pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Pe
     peak
 }
 
-/// For each node, the value whose buffer its kernel writes the result in, if any
-/// ([`Primitive::writes_in_operand`](crate::ir::Primitive::writes_in_operand)): an operand of
-/// the result's type, read once by the node and dying there, that evaluation hands over with
-/// the only reference to its buffer. Only a buffer of its own is sure to be that: the result
-/// of an elementwise kernel or a contraction, which no view shares. A reshape or a constant
-/// may share its buffer, so the plan counts a new one there, as the kernel then makes.
-fn written_in_operands(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Vec<Option<usize>> {
+/// Which buffer each value's elements are in, and when each buffer goes.
+struct Buffers {
+    /// The value whose buffer holds each value's elements: itself, an operand it shares
+    /// ([`ResultStorage::Operand`], or a permute read in place; followed back), or `None`: the
+    /// program's.
+    owner: Vec<Option<usize>>,
+    /// For a value owning its buffer, the node after which no value in it is read again;
+    /// `None` when one of them is an output or never read (held to the end).
+    dies: Vec<Option<usize>>,
+}
+
+impl Buffers {
+    fn of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Buffers {
+        let n_in = p.n_inputs();
+        let mut owner: Vec<Option<usize>> = (0..n_in).map(Some).collect();
+        for (i, n) in p.nodes().iter().enumerate() {
+            let storage = match steps.get(i) {
+                Some(Step::View) => ResultStorage::Operand,
+                _ => n.prim.result_storage(),
+            };
+            owner.push(match storage {
+                ResultStorage::Own => Some(n_in + i),
+                ResultStorage::Operand => n.operands.first().and_then(|o| owner[o.index()]),
+                ResultStorage::Program => None,
+            });
+        }
+        let mut dies = last.to_vec();
+        for (v, o) in owner.iter().enumerate() {
+            if let Some(o) = o.filter(|&o| o != v) {
+                dies[o] = dies[o].zip(last[v]).map(|(a, b)| a.max(b));
+            }
+        }
+        Buffers { owner, dies }
+    }
+}
+
+/// For each node, the buffer (named by the value owning it) its kernel writes the result in,
+/// if any ([`Primitive::writes_in_operand`](crate::ir::Primitive::writes_in_operand)): that of
+/// an operand of the result's type, read once by the node, whose buffer no other operand
+/// shares and no value is read in after the node, so that evaluation hands it over with the
+/// only reference to the buffer. Only a buffer of its own is sure to be that: made by an
+/// elementwise kernel or a contraction, and never read through a permute in place. A
+/// constant's or an input's buffer is held elsewhere, so the plan counts a new buffer there,
+/// as the kernel then makes.
+fn written_in_operands(
+    p: &Program,
+    last: &[Option<usize>],
+    steps: &[Step],
+    buffers: &Buffers,
+) -> Vec<Option<usize>> {
     let n_in = p.n_inputs();
     let mut viewed = vec![false; p.n_vars()];
     for (i, n) in p.nodes().iter().enumerate() {
@@ -337,19 +383,24 @@ fn written_in_operands(p: &Program, last: &[Option<usize>], steps: &[Step]) -> V
             if !n.prim.writes_in_operand(&types, &n.ty) {
                 return None;
             }
-            let once = |o: Var| n.operands.iter().filter(|&&x| x == o).count() == 1;
+            let owner = |o: &Var| buffers.owner[o.index()];
+            let alone = |o: Var| n.operands.iter().filter(|x| owner(x) == owner(&o)).count() == 1;
             n.operands
                 .iter()
                 .find(|&&o| {
-                    o.index() >= n_in
-                        && own_buffer(&*p.nodes()[o.index() - n_in].prim)
+                    let Some(b) = owner(&o).filter(|&b| b >= n_in) else {
+                        return false;
+                    };
+                    own_buffer(&*p.nodes()[b - n_in].prim)
                         && last[o.index()] == Some(i)
-                        && once(o)
+                        && buffers.dies[b] == Some(i)
+                        && alone(o)
                         && !viewed[o.index()]
+                        && !viewed[b]
                         && *p.ty(o) == n.ty
-                        && !matches!(steps.get(o.index() - n_in), Some(Step::Within | Step::View))
+                        && !matches!(steps.get(b - n_in), Some(Step::Within | Step::View))
                 })
-                .map(|o| o.index())
+                .and_then(owner)
         })
         .collect()
 }

@@ -34,7 +34,7 @@ pub use linear::{Linearity, Transpose};
 pub use permuted::{PermutedKernel, Permutes};
 pub use primitive::{
     infer_type, operand_refs, same_prim, Attrs, Fragment, KernelError, Operands, Prim, Primitive,
-    RuleError, RuleKind, TypeError,
+    ResultStorage, RuleError, RuleKind, TypeError,
 };
 pub use program::{Def, Input, InputKind, Node, Program, Var};
 pub use registry::{BodyConstructor, Constructor, Registry};

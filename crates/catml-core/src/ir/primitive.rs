@@ -204,6 +204,14 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         false
     }
 
+    /// Where the evaluated result's elements live: in a buffer of its own (the default), in
+    /// operand 0's buffer, shared (`reshape`, `stop_gradient`), or in one the program holds
+    /// (`constant`). The plan's peak counts new bytes for the first alone, and keeps a shared
+    /// buffer until every value in it is dead (`docs/memory.md`, "The planned peak").
+    fn result_storage(&self) -> ResultStorage {
+        ResultStorage::Own
+    }
+
     /// Whether the result is the elementwise sum of the two operands, both of the result's type
     /// (`add`). An executable's plan may then fold the sum into the kernel that makes one
     /// operand ([`eval_added`](Self::eval_added); `docs/memory.md`).
@@ -380,6 +388,17 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
     fn drawing(&self) -> Option<Drawing> {
         None
     }
+}
+
+/// Where a primitive's evaluated result keeps its elements ([`Primitive::result_storage`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultStorage {
+    /// A buffer the kernel makes.
+    Own,
+    /// Operand 0's buffer, read under the result's own shape.
+    Operand,
+    /// A buffer the program itself holds, such as a constant's value.
+    Program,
 }
 
 /// A primitive's place with respect to the core fragment: the few primitives every composite

@@ -42,8 +42,9 @@ fn the_peak_counts_inputs_throughout_and_is_what_cost_reports() {
 }
 
 /// x: f64[100] -> a = tanh x -> b = exp a -> c = b * x. `exp` and `mul` write in their dying
-/// operand's buffer, so only x and a count: 1600 bytes, reached at a. Through a reshape, whose
-/// value shares a's buffer, `exp` makes a buffer of its own, and the plan counts it.
+/// operand's buffer, so only x and a count: 1600 bytes, reached at a. A reshape's value is its
+/// operand's buffer: it adds nothing, and `exp` writes in that buffer once neither a nor the
+/// reshape is read again; while a is still read, `exp` makes a buffer of its own.
 #[test]
 fn a_node_writing_in_a_dying_operand_adds_nothing_to_the_peak() {
     let mut b = Builder::new();
@@ -64,13 +65,57 @@ fn a_node_writing_in_a_dying_operand_adds_nothing_to_the_peak() {
     let a = b.tanh(x).unwrap();
     let r = b.reshape(a, [10, 10]).unwrap();
     let e = b.exp(r).unwrap();
+    let mut kept = b.clone();
     let p = b.finish(&[e]).unwrap();
-    // x, a and r at r (a dies there), then x, r and e at e.
+    // x and a's buffer, which r shares and e takes over.
     let peak = Peak {
-        bytes: 2400,
-        node: Some(1),
+        bytes: 1600,
+        node: Some(0),
     };
     assert_eq!(EvalPlan::new(&p).unwrap().peak(), peak);
+    assert_eq!(interp::cost(&p).peak_live_bytes, 1600);
+
+    // a is read after e, so e writes a buffer of its own: x, a and e at e.
+    let back = kept.reshape(e, [100]).unwrap();
+    let y = kept.mul(back, a).unwrap();
+    let p = kept.finish(&[y]).unwrap();
+    let peak = Peak {
+        bytes: 2400,
+        node: Some(2),
+    };
+    assert_eq!(EvalPlan::new(&p).unwrap().peak(), peak);
+}
+
+/// A constant's value is the program's and `stop_gradient`'s is its operand's: neither adds to
+/// the peak, and the shared buffer lives until its last reader. x: f64[100] -> a = tanh x ->
+/// s = stop_gradient a -> m = s * c (c a constant) -> y = m + a.
+#[test]
+fn shared_and_held_buffers_add_nothing_to_the_peak() {
+    let mut b = Builder::new();
+    let x = b.input("x", f64t(&[100]), InputKind::Data).unwrap();
+    let a = b.tanh(x).unwrap();
+    let s = b.stop_gradient(a).unwrap();
+    let c = b
+        .constant(Tensor::f64([100], vec![0.5; 100]).unwrap())
+        .unwrap();
+    let m = b.mul(s, c).unwrap();
+    let y = b.add(m, a).unwrap();
+    let p = b.finish(&[y]).unwrap();
+    // x and a (800 each), then m (a is still read), which y's sum then takes over.
+    let peak = Peak {
+        bytes: 2400,
+        node: Some(3),
+    };
+    assert_eq!(EvalPlan::new(&p).unwrap().peak(), peak);
+    assert_eq!(interp::cost(&p).peak_live_bytes, 2400);
+    let x = x100();
+    let got = interp::eval(&p, std::slice::from_ref(&x)).unwrap()[0].to_f64_vec();
+    for (g, v) in got.iter().zip(x.to_f64_vec()) {
+        assert!(
+            (g - 1.5 * v.tanh()).abs() <= 1e-15,
+            "{g} against 1.5 tanh {v}"
+        );
+    }
 }
 
 #[test]

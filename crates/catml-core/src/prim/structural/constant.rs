@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
-use crate::ir::{Draw, DrawError, Drawing, Drawn};
+use crate::ir::{Draw, DrawError, Drawing, Drawn, ResultStorage};
 use crate::prim::dispatch::arity;
 use crate::tensor::{rational_from_f64, Array, RArray, Shape, Tensor, TensorType};
 
@@ -45,6 +45,9 @@ impl Primitive for Constant {
     }
     fn eval(&self, _x: &[&Tensor]) -> Result<Tensor, KernelError> {
         Ok(self.value.clone())
+    }
+    fn result_storage(&self) -> ResultStorage {
+        ResultStorage::Program
     }
     fn has_rational_eval(&self) -> bool {
         true

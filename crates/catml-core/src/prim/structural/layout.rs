@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
-use crate::ir::{Draw, DrawError, Drawing, Drawn};
+use crate::ir::{Draw, DrawError, Drawing, Drawn, ResultStorage};
 use crate::ir::{Linearity, Transpose};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
 use crate::prim::Ops;
@@ -44,6 +44,9 @@ impl Primitive for Reshape {
     }
     fn is_identity(&self, inputs: &[TensorType], output: &TensorType) -> bool {
         inputs.len() == 1 && inputs[0] == *output
+    }
+    fn result_storage(&self) -> ResultStorage {
+        ResultStorage::Operand
     }
     fn copies_operand_values(&self) -> bool {
         true

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use crate::ir::{
     Builder, KernelError, Prim, Primitive, Registry, RuleError, RuleKind, TypeError, Var,
 };
-use crate::ir::{Draw, DrawError, Drawing, Drawn};
+use crate::ir::{Draw, DrawError, Drawing, Drawn, ResultStorage};
 use crate::prim::dispatch::unary_float;
 use crate::prim::Ops;
 use crate::tensor::{RArray, Tensor, TensorType};
@@ -36,6 +36,9 @@ impl Primitive for StopGradient {
     }
     fn eval(&self, x: &[&Tensor]) -> Result<Tensor, KernelError> {
         Ok(x[0].clone())
+    }
+    fn result_storage(&self) -> ResultStorage {
+        ResultStorage::Operand
     }
     fn has_rational_eval(&self) -> bool {
         true
