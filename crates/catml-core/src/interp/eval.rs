@@ -146,7 +146,8 @@ pub(super) enum PlanOf<'a> {
     /// A caller's plan, refused unless it could be the program's ([`EvalPlan::fits`]).
     Given(&'a EvalPlan),
     /// The plan made from the program and kept with it (an `Executable`'s), so not checked
-    /// again on every call.
+    /// again on every call. Its caller makes a failed call again on the plain plan, so a fused
+    /// pass may write its root in an operand's buffer (`fuse.rs`).
     Own(&'a EvalPlan),
 }
 
@@ -206,6 +207,7 @@ fn run_nodes(
     results: &mut Vec<Tensor>,
 ) -> Result<(), EvalError> {
     check_inputs(p, inputs)?;
+    let in_place = matches!(plan, PlanOf::Own(_));
     let made;
     let plan = match plan {
         PlanOf::Own(plan) => plan,
@@ -242,7 +244,7 @@ fn run_nodes(
             Step::Within => continue,
             Step::Fused(g) => {
                 let group = plan.groups.get(g).ok_or(EvalError::ForeignPlan)?;
-                let value = run_group(p, group, env, check, report.as_deref_mut())?;
+                let value = run_group(p, group, env, check, in_place, report.as_deref_mut())?;
                 env[n_in + i] = Some(value);
                 for e in &group.externals {
                     if last[e.index()] == Some(i) {

@@ -1,8 +1,9 @@
 //! Fused elementwise passes. A chain (or tree) of elementwise nodes of one float type, each
 //! value but the last read by the next node alone, runs as one pass: each block of elements
 //! goes through every node while it is in cache, and only the last node's value is written to
-//! memory (`docs/memory.md`, "Fused elementwise passes"). Each node runs its own block kernel
-//! (`ir::BlockKernel`), so every value is the interpreter's, bit for bit.
+//! memory, over a dying operand's buffer where no other value needs it (`docs/memory.md`,
+//! "Fused elementwise passes"). Each node runs its own block kernel (`ir::BlockKernel`), so
+//! every value is the interpreter's, bit for bit.
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -11,7 +12,7 @@ use smallvec::SmallVec;
 
 use super::eval::{convention_hit, kernel_error, non_finite, EvalError, EvalReport};
 use super::plan::Step;
-use crate::ir::{BlockKernel, Program, Reads, Var};
+use crate::ir::{BlockKernel, KernelError, Program, Reads, Var};
 use crate::tensor::{alloc, kernels, Array, DType, Float, Tensor};
 
 /// The most nodes in one group (each holds a block of scratch while the pass runs).
@@ -42,9 +43,18 @@ pub(crate) struct Group {
     pub reads: Vec<Reads>,
     /// The values the group reads from outside it, each once.
     pub externals: Vec<Var>,
+    /// The external whose buffer the root's value is written in, when evaluation holds the
+    /// only reference to it: one of the root's type, read in blocks alone, dying at the root.
+    pub into: Option<usize>,
 }
 
 impl Group {
+    /// Whether every member reading external `e` reads it block by block.
+    fn reads_in_blocks(&self, e: usize) -> bool {
+        (self.sources.iter().zip(&self.reads))
+            .all(|(s, r)| *r == Reads::Blocks || !s.contains(&Source::External(e)))
+    }
+
     /// Whether this group could be one of `p`'s: members of the root's type, each reading as
     /// many operands as its node has, from members before it or from the externals. (A plan
     /// of another program could otherwise hand a kernel too few blocks.)
@@ -65,7 +75,11 @@ impl Group {
                     Source::External(e) => e < self.externals.len(),
                 })
         };
+        let into_fits = self
+            .into
+            .is_none_or(|e| e < self.externals.len() && self.reads_in_blocks(e));
         root < nodes.len()
+            && into_fits
             && self.members.len() <= MAX_MEMBERS
             && self.sources.len() == self.members.len()
             && self.reads.len() == self.members.len()
@@ -142,12 +156,20 @@ pub(crate) fn fuse_groups(
         if absorbed[root] || mine.len() < 2 {
             continue;
         }
-        let group = group_of(p, mine);
+        let mut group = group_of(p, mine);
         for &e in &group.externals {
             if let Some(l) = &mut last[e.index()] {
                 *l = (*l).max(root);
             }
         }
+        // The plan keeps this only where no other value needs the buffer (`plan.rs`).
+        group.into = (0..group.externals.len()).find(|&e| {
+            let v = group.externals[e];
+            v.index() >= n_in
+                && last[v.index()] == Some(root)
+                && *p.ty(v) == nodes[root].ty
+                && group.reads_in_blocks(e)
+        });
         for &m in &group.members {
             steps[m] = Step::Within;
         }
@@ -194,6 +216,7 @@ fn group_of(p: &Program, members: Vec<usize>) -> Group {
         sources,
         reads,
         externals,
+        into: None,
     }
 }
 
@@ -202,6 +225,7 @@ trait BlockFloat: Float {
     fn block(k: &dyn BlockKernel, x: &[&[Self]], out: &mut [Self]) -> bool;
     fn conventions(k: &dyn BlockKernel, x: &[&[Self]]) -> usize;
     fn array(t: &Tensor) -> Option<&Array<Self>>;
+    fn owned(t: Tensor) -> Option<Array<Self>>;
 }
 
 impl BlockFloat for f32 {
@@ -213,6 +237,12 @@ impl BlockFloat for f32 {
     }
     fn array(t: &Tensor) -> Option<&Array<f32>> {
         t.as_f32()
+    }
+    fn owned(t: Tensor) -> Option<Array<f32>> {
+        match t {
+            Tensor::F32(a) => Some(a),
+            _ => None,
+        }
     }
 }
 
@@ -226,17 +256,28 @@ impl BlockFloat for f64 {
     fn array(t: &Tensor) -> Option<&Array<f64>> {
         t.as_f64()
     }
+    fn owned(t: Tensor) -> Option<Array<f64>> {
+        match t {
+            Tensor::F64(a) => Some(a),
+            _ => None,
+        }
+    }
 }
 
 /// The value of `group`'s root from the values held in `env`: one pass, checking every
 /// member's block for non-finite values when `check`, and counting the members' convention
-/// points into `report` when given. Where a block fails (a domain or a non-finite value), the
-/// members run one by one instead, so that the error is the one their own kernels give.
+/// points into `report` when given. With `in_place`, the root is written in the buffer of the
+/// group's `into` external when `env` holds the only reference to it (taking it from `env`).
+/// Where a block fails (a domain or a non-finite value), the members run one by one instead,
+/// so that the error is the one their own kernels give; a pass that wrote in place has
+/// overwritten what they would read, and fails with a kernel error at the root, for the
+/// caller to make the call again on the plain plan.
 pub(crate) fn run_group(
     p: &Program,
     group: &Group,
-    env: &[Option<Tensor>],
+    env: &mut [Option<Tensor>],
     check: bool,
+    in_place: bool,
     report: Option<&mut EvalReport>,
 ) -> Result<Tensor, EvalError> {
     if !group.fits(p) {
@@ -246,12 +287,26 @@ pub(crate) fn run_group(
     let counts: SmallVec<[AtomicUsize; MAX_MEMBERS]> =
         group.members.iter().map(|_| AtomicUsize::new(0)).collect();
     let counting = report.is_some().then_some(&counts[..]);
+    let into = group
+        .into
+        .filter(|_| in_place)
+        .and_then(|e| take_unique(&mut env[group.externals[e].index()]));
+    let wrote_in_place = into.is_some();
+    let env = &*env;
     let fused = match p.nodes()[root].ty.dtype {
-        DType::F32 => pass::<f32>(p, group, env, check, counting)?.map(Tensor::F32),
-        DType::F64 => pass::<f64>(p, group, env, check, counting)?.map(Tensor::F64),
+        DType::F32 => pass::<f32>(p, group, env, check, counting, into)?.map(Tensor::F32),
+        DType::F64 => pass::<f64>(p, group, env, check, counting, into)?.map(Tensor::F64),
         _ => None,
     };
     let Some(value) = fused else {
+        if wrote_in_place {
+            let stopped = "the fused pass stopped after writing in its operand's buffer";
+            return Err(kernel_error(
+                p,
+                root,
+                KernelError::Unsupported(stopped.into()),
+            ));
+        }
         return one_by_one(p, group, env, check, report);
     };
     if let Some(r) = report {
@@ -262,27 +317,53 @@ pub(crate) fn run_group(
     Ok(value)
 }
 
-/// The fused pass; `None` when a block failed.
+/// The value `env` holds in `slot`, taken when it holds the only reference to its buffer.
+fn take_unique(slot: &mut Option<Tensor>) -> Option<Tensor> {
+    let unique = match slot.as_mut()? {
+        Tensor::F32(a) => a.unique_data_mut().is_some(),
+        Tensor::F64(a) => a.unique_data_mut().is_some(),
+        _ => false,
+    };
+    unique.then(|| slot.take()).flatten()
+}
+
+/// The fused pass, written in `into` (the group's `into` external, taken) when given; `None`
+/// when a block failed.
 fn pass<T: BlockFloat>(
     p: &Program,
     group: &Group,
     env: &[Option<Tensor>],
     check: bool,
     conventions: Option<&[AtomicUsize]>,
+    into: Option<Tensor>,
 ) -> Result<Option<Array<T>>, EvalError> {
     let nodes = p.nodes();
     let root = group.members[group.members.len() - 1];
     let n = nodes[root].ty.numel();
+    let mut into = match into {
+        Some(t) => Some(T::owned(t).ok_or(EvalError::ForeignPlan)?),
+        None => None,
+    };
+    // The external read from the result's own blocks, before each is written.
+    let read_in_place = group.into.filter(|_| into.is_some());
     let mut externals: SmallVec<[&[T]; 8]> = SmallVec::new();
-    for e in &group.externals {
+    for (k, e) in group.externals.iter().enumerate() {
+        if read_in_place == Some(k) {
+            externals.push(&[]);
+            continue;
+        }
         let value = env[e.index()].as_ref().and_then(T::array);
         // Only a plan of another program can leave a value missing or of another dtype.
         externals.push(value.ok_or(EvalError::ForeignPlan)?.data());
     }
+    let in_place_len = into.as_ref().map(|a| a.len());
     // Each read must lie inside its value (the same check against another program's plan).
     for (sources, reads) in group.sources.iter().zip(&group.reads) {
         let inside = |&s: &Source| match (s, *reads) {
             (Source::Member(_), _) => true,
+            (Source::External(e), Reads::Blocks) if read_in_place == Some(e) => {
+                in_place_len == Some(n)
+            }
             (Source::External(e), Reads::Blocks) => externals[e].len() == n,
             (Source::External(e), Reads::Repeats { len, inner }) => {
                 externals[e].len() == len && len > 0 && inner > 0
@@ -306,9 +387,17 @@ fn pass<T: BlockFloat>(
     if check && constant.iter().flatten().any(|c| !c.is_finite()) {
         return Ok(None);
     }
-    let mut out = alloc::with_capacity(n).map_err(|e| kernel_error(p, root, e.into()))?;
+    let mut fresh = Vec::new();
+    let out = match into.as_mut() {
+        // SAFETY: the pass writes only finished values over the elements.
+        Some(a) => unsafe { alloc::rewritable(a.unique_data_mut().ok_or(EvalError::ForeignPlan)?) },
+        None => {
+            fresh = alloc::with_capacity(n).map_err(|e| kernel_error(p, root, e.into()))?;
+            &mut fresh.spare_capacity_mut()[..n]
+        }
+    };
     let failed = AtomicBool::new(false);
-    kernels::for_each_piece_at(&mut out.spare_capacity_mut()[..n], |piece, at| {
+    kernels::for_each_piece_at(out, |piece, at| {
         let mut scratch = [[MaybeUninit::<T>::uninit(); BLOCK]; MAX_MEMBERS];
         let width = piece.len().min(BLOCK);
         let mut blocks: SmallVec<[&mut [T]; MAX_MEMBERS]> = (scratch.iter_mut().zip(&constant))
@@ -347,6 +436,11 @@ fn pass<T: BlockFloat>(
                 for (x, s) in operands.iter_mut().zip(sources) {
                     *x = match *s {
                         Source::Member(m) => &done[m][..len],
+                        // SAFETY: the block holds the external's values until the root's
+                        // are written over them, after every member has read them.
+                        Source::External(e) if read_in_place == Some(e) => unsafe {
+                            alloc::written(&piece[..])
+                        },
                         Source::External(e) => &externals[e][start..start + len],
                     };
                 }
@@ -367,9 +461,12 @@ fn pass<T: BlockFloat>(
     if failed.into_inner() {
         return Ok(None);
     }
+    if into.is_some() {
+        return Ok(into);
+    }
     // SAFETY: no block failed, so the pieces' blocks covered all n elements and wrote each.
-    unsafe { out.set_len(n) };
-    Ok(Some(Array::from_parts(nodes[root].ty.shape.clone(), out)))
+    unsafe { fresh.set_len(n) };
+    Ok(Some(Array::from_parts(nodes[root].ty.shape.clone(), fresh)))
 }
 
 /// out[i] = x[((start + i) / inner) % len]: the block at `start` of a broadcast of `x`

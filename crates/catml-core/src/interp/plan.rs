@@ -99,7 +99,7 @@ impl EvalPlan {
         }
         let last = dying(p);
         Ok(EvalPlan {
-            peak: peak_of(p, &last, &[]),
+            peak: peak_of(p, &last, &[], &[]),
             last,
             shape: shape_of(p),
             steps: Vec::new(),
@@ -145,8 +145,15 @@ impl EvalPlan {
         let Some((mut steps, mut last)) = self.to_rewrite(p) else {
             return self;
         };
-        let groups = fuse_groups(p, &mut steps, &mut last);
-        if groups.is_empty() || peak_of(p, &last, &steps).bytes > self.peak.bytes {
+        let mut groups = fuse_groups(p, &mut steps, &mut last);
+        // A pass writes its root in its `into` external only where no other value needs it.
+        let buffers = Buffers::of(p, &last, &steps);
+        let reused = written_in_operands(p, &last, &steps, &groups, &buffers);
+        for group in &mut groups {
+            let root = group.members[group.members.len() - 1];
+            group.into = group.into.filter(|_| reused[root].is_some());
+        }
+        if groups.is_empty() || peak_of(p, &last, &steps, &groups).bytes > self.peak.bytes {
             return self;
         }
         // A folded product takes its addend's buffer only where the sum is its last reader.
@@ -235,6 +242,12 @@ impl EvalPlan {
         self.groups.len()
     }
 
+    /// How many fused passes write their root in the buffer of a value they read, which dies
+    /// there.
+    pub fn fused_in_place(&self) -> usize {
+        self.groups.iter().filter(|g| g.into.is_some()).count()
+    }
+
     /// The peak of live bytes.
     pub fn peak(&self) -> Peak {
         self.peak
@@ -248,7 +261,7 @@ impl EvalPlan {
             && self.last.len() == p.n_vars()
             && steps_fit(&self.steps, p)
             && permutes_fit(&self.steps, &self.permuted, p)
-            && self.peak == peak_of(p, &dying(p), &[])
+            && self.peak == peak_of(p, &dying(p), &[], &[])
     }
 
     /// Refuses the plan when its peak exceeds the budget (`per_call`, else the process's).
@@ -282,12 +295,17 @@ pub(crate) fn dying(p: &Program) -> Vec<Option<usize>> {
 /// Inputs held throughout; each node's result added when made (none for a node inside a fused
 /// pass, one writing in a dying operand's buffer, or one whose result is an operand's buffer or
 /// the program's) and dropped after the last reader of every value in its buffer.
-pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Peak {
+pub(crate) fn peak_of(
+    p: &Program,
+    last: &[Option<usize>],
+    steps: &[Step],
+    groups: &[Group],
+) -> Peak {
     let n_in = p.n_inputs();
     let held = |i: usize| !matches!(steps.get(i), Some(Step::Within | Step::View));
     let bytes = |v: usize| p.ty(Var(v as u32)).bytes() as u64;
     let buffers = Buffers::of(p, last, steps);
-    let reused = written_in_operands(p, last, steps, &buffers);
+    let reused = written_in_operands(p, last, steps, groups, &buffers);
     let mut freed = vec![0u64; p.n_nodes()];
     for v in n_in..p.n_vars() {
         let own = buffers.owner[v] == Some(v) && held(v - n_in);
@@ -352,17 +370,18 @@ impl Buffers {
 }
 
 /// For each node, the buffer (named by the value owning it) its kernel writes the result in,
-/// if any ([`Primitive::writes_in_operand`](crate::ir::Primitive::writes_in_operand)): that of
-/// an operand of the result's type, read once by the node, whose buffer no other operand
-/// shares and no value is read in after the node, so that evaluation hands it over with the
-/// only reference to the buffer. Only a buffer of its own is sure to be that: made by an
-/// elementwise kernel or a contraction, and never read through a permute in place. A
-/// constant's or an input's buffer is held elsewhere, so the plan counts a new buffer there,
-/// as the kernel then makes.
+/// if any ([`Primitive::writes_in_operand`](crate::ir::Primitive::writes_in_operand), or a
+/// fused pass's `into` external): that of an operand of the result's type, read once by the
+/// node (or pass), whose buffer no other operand shares and no value is read in after the
+/// node, so that evaluation hands it over with the only reference to the buffer. Only a
+/// buffer of its own is sure to be that: made by an elementwise kernel or a contraction, and
+/// never read through a permute in place. A constant's or an input's buffer is held
+/// elsewhere, so the plan counts a new buffer there, as the kernel then makes.
 fn written_in_operands(
     p: &Program,
     last: &[Option<usize>],
     steps: &[Step],
+    groups: &[Group],
     buffers: &Buffers,
 ) -> Vec<Option<usize>> {
     let n_in = p.n_inputs();
@@ -376,16 +395,26 @@ fn written_in_operands(
         .iter()
         .enumerate()
         .map(|(i, n)| {
-            if !matches!(steps.get(i), None | Some(Step::Eval)) {
-                return None;
-            }
-            let types: Vec<TensorType> = n.operands.iter().map(|&o| p.ty(o).clone()).collect();
-            if !n.prim.writes_in_operand(&types, &n.ty) {
-                return None;
-            }
+            // What the node reads, and the operands it may write in.
+            let (reads, candidates): (&[Var], &[Var]) = match steps.get(i) {
+                None | Some(Step::Eval) => {
+                    let types: Vec<TensorType> =
+                        n.operands.iter().map(|&o| p.ty(o).clone()).collect();
+                    if !n.prim.writes_in_operand(&types, &n.ty) {
+                        return None;
+                    }
+                    (&n.operands, &n.operands)
+                }
+                Some(Step::Fused(g)) => {
+                    let group = groups.get(*g)?;
+                    let into = group.externals.get(group.into?)?;
+                    (&group.externals, std::slice::from_ref(into))
+                }
+                _ => return None,
+            };
             let owner = |o: &Var| buffers.owner[o.index()];
-            let alone = |o: Var| n.operands.iter().filter(|x| owner(x) == owner(&o)).count() == 1;
-            n.operands
+            let alone = |o: Var| reads.iter().filter(|x| owner(x) == owner(&o)).count() == 1;
+            candidates
                 .iter()
                 .find(|&&o| {
                     let Some(b) = owner(&o).filter(|&b| b >= n_in) else {

@@ -67,6 +67,16 @@ pub unsafe fn written_mut<T>(piece: &mut [MaybeUninit<T>]) -> &mut [T] {
     unsafe { &mut *(piece as *mut [MaybeUninit<T>] as *mut [T]) }
 }
 
+/// Initialised elements to write over, as spare room is written: the inverse of
+/// [`written_mut`].
+///
+/// # Safety
+/// Only initialised values are written through the result.
+pub unsafe fn rewritable<T>(piece: &mut [T]) -> &mut [MaybeUninit<T>] {
+    // SAFETY: as for `written`; the caller keeps every element initialised.
+    unsafe { &mut *(piece as *mut [T] as *mut [MaybeUninit<T>]) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

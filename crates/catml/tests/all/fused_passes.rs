@@ -293,3 +293,57 @@ fn broadcasts_into_a_chain_repeat_their_operand_in_the_pass() {
         );
     }
 }
+
+/// a = x w, a buffer of its own read by the chain alone, then e = exp(a) and y = e * x as one
+/// pass. An executable writes y in a's buffer: after a call its pool holds nothing (a's
+/// buffer became the result). Values are the interpreter's, bit for bit, and where exp
+/// overflows, the error is the interpreter's (the call is made again on the plain plan).
+#[test]
+fn a_fused_pass_writes_its_root_in_its_dying_operand_s_buffer() {
+    for n in [3, 400] {
+        let ty = TensorType::new(DType::F64, [n, n]);
+        let mut b = Builder::new();
+        let x = b.input("x", ty.clone(), InputKind::Data).unwrap();
+        let w = b.input("w", ty, InputKind::Param).unwrap();
+        let a = b.matmul(x, w).unwrap();
+        let e = b.exp(a).unwrap();
+        let y = b.mul(e, x).unwrap();
+        let p = b.finish(&[y]).unwrap();
+        let exe = Executable::new(p.clone()).unwrap();
+        assert_eq!(exe.plan().fused_passes(), 1);
+        assert_eq!(exe.plan().fused_in_place(), 1);
+        let square = |scale: f64| {
+            let data = (0..n * n).map(|i| scale * (1.0 + (i % 13) as f64 / 13.0));
+            Tensor::f64([n, n], data.collect()).unwrap()
+        };
+        let inputs = [square(0.5), square(1.0 / n as f64)];
+        let want = interp::eval(&p, &inputs).unwrap();
+        assert_eq!(
+            exe.run(&inputs, EvalOptions::default()).unwrap(),
+            want,
+            "{n}"
+        );
+        assert_eq!(exe.pooled_bytes(), 0, "{n}: a's buffer is the result's");
+
+        // exp overflows past about 709.8: a's first row stays below (its elements are at most
+        // 4 * 500 / n), its last rows go past it, after the pass has written the first blocks.
+        let rows = (0..n * n)
+            .map(|i| 500.0 * (i / n + 1) as f64 / n as f64 * (1.0 + (i % 7) as f64 / 7.0));
+        let huge = [
+            Tensor::f64([n, n], rows.collect()).unwrap(),
+            square(1.0 / n as f64),
+        ];
+        let want = interp::eval(&p, &huge).unwrap_err();
+        assert!(
+            matches!(want, EvalError::NonFinite { index: 1, .. }),
+            "{want}"
+        );
+        assert_eq!(exe.run(&huge, EvalOptions::default()).unwrap_err(), want);
+        let unchecked = EvalOptions {
+            check_non_finite: false,
+            ..EvalOptions::default()
+        };
+        let want = interp::eval_with_options(&p, &huge, unchecked).unwrap();
+        assert_eq!(exe.run(&huge, unchecked).unwrap(), want);
+    }
+}
