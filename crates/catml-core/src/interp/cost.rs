@@ -27,7 +27,7 @@ pub fn cost(p: &Program) -> Cost {
         flops_by_op: BTreeMap::new(),
     };
     let bytes = |v: crate::ir::Var| p.ty(v).bytes() as u64;
-    c.peak_live_bytes = super::plan::peak_of(p, &super::plan::dying(p), &[], &[]).bytes;
+    c.peak_live_bytes = super::plan::peak_of(p, &super::plan::dying(p), &[]).bytes;
     for n in p.nodes() {
         let in_types: Vec<_> = n.operands.iter().map(|&o| p.ty(o).clone()).collect();
         let f = n.prim.flops(&in_types, &n.ty);

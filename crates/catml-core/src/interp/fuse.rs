@@ -44,13 +44,14 @@ pub(crate) struct Group {
     /// The values the group reads from outside it, each once.
     pub externals: Vec<Var>,
     /// The external whose buffer the root's value is written in, when evaluation holds the
-    /// only reference to it: one of the root's type, read in blocks alone, dying at the root.
+    /// only reference to it: one read in blocks alone whose buffer the plan finds no other
+    /// value needs (`EvalPlan::fusing_passes`).
     pub into: Option<usize>,
 }
 
 impl Group {
     /// Whether every member reading external `e` reads it block by block.
-    fn reads_in_blocks(&self, e: usize) -> bool {
+    pub(crate) fn reads_in_blocks(&self, e: usize) -> bool {
         (self.sources.iter().zip(&self.reads))
             .all(|(s, r)| *r == Reads::Blocks || !s.contains(&Source::External(e)))
     }
@@ -156,20 +157,12 @@ pub(crate) fn fuse_groups(
         if absorbed[root] || mine.len() < 2 {
             continue;
         }
-        let mut group = group_of(p, mine);
+        let group = group_of(p, mine);
         for &e in &group.externals {
             if let Some(l) = &mut last[e.index()] {
                 *l = (*l).max(root);
             }
         }
-        // The plan keeps this only where no other value needs the buffer (`plan.rs`).
-        group.into = (0..group.externals.len()).find(|&e| {
-            let v = group.externals[e];
-            v.index() >= n_in
-                && last[v.index()] == Some(root)
-                && *p.ty(v) == nodes[root].ty
-                && group.reads_in_blocks(e)
-        });
         for &m in &group.members {
             steps[m] = Step::Within;
         }

@@ -1,6 +1,8 @@
 //! What evaluating a program needs to know before it starts, worked out once from types: where
 //! each value dies, that no value is too large, and the peak of live bytes (`docs/memory.md`).
 
+use smallvec::SmallVec;
+
 use super::budget::budget_for;
 use super::eval::{EvalError, MAX_VALUE_BYTES};
 use super::fold::{fold_sums, steps_fit};
@@ -99,7 +101,7 @@ impl EvalPlan {
         }
         let last = dying(p);
         Ok(EvalPlan {
-            peak: peak_of(p, &last, &[], &[]),
+            peak: peak_of(p, &last, &[]),
             last,
             shape: shape_of(p),
             steps: Vec::new(),
@@ -146,14 +148,16 @@ impl EvalPlan {
             return self;
         };
         let mut groups = fuse_groups(p, &mut steps, &mut last);
-        // A pass writes its root in its `into` external only where no other value needs it.
         let buffers = Buffers::of(p, &last, &steps);
         let reused = written_in_operands(p, &last, &steps, &groups, &buffers);
+        // A pass writes its root in the external whose buffer no other value needs, if any.
         for group in &mut groups {
             let root = group.members[group.members.len() - 1];
-            group.into = group.into.filter(|_| reused[root].is_some());
+            group.into = reused[root].and_then(|b| {
+                (group.externals.iter()).position(|e| buffers.owner[e.index()] == Some(b))
+            });
         }
-        if groups.is_empty() || peak_of(p, &last, &steps, &groups).bytes > self.peak.bytes {
+        if groups.is_empty() || peak_with(p, &steps, &buffers, &reused).bytes > self.peak.bytes {
             return self;
         }
         // A folded product takes its addend's buffer only where the sum is its last reader.
@@ -261,7 +265,7 @@ impl EvalPlan {
             && self.last.len() == p.n_vars()
             && steps_fit(&self.steps, p)
             && permutes_fit(&self.steps, &self.permuted, p)
-            && self.peak == peak_of(p, &dying(p), &[], &[])
+            && self.peak == peak_of(p, &dying(p), &[])
     }
 
     /// Refuses the plan when its peak exceeds the budget (`per_call`, else the process's).
@@ -295,17 +299,17 @@ pub(crate) fn dying(p: &Program) -> Vec<Option<usize>> {
 /// Inputs held throughout; each node's result added when made (none for a node inside a fused
 /// pass, one writing in a dying operand's buffer, or one whose result is an operand's buffer or
 /// the program's) and dropped after the last reader of every value in its buffer.
-pub(crate) fn peak_of(
-    p: &Program,
-    last: &[Option<usize>],
-    steps: &[Step],
-    groups: &[Group],
-) -> Peak {
+pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Peak {
+    let buffers = Buffers::of(p, last, steps);
+    let reused = written_in_operands(p, last, steps, &[], &buffers);
+    peak_with(p, steps, &buffers, &reused)
+}
+
+/// [`peak_of`], given where each buffer goes and which nodes write in an operand's.
+fn peak_with(p: &Program, steps: &[Step], buffers: &Buffers, reused: &[Option<usize>]) -> Peak {
     let n_in = p.n_inputs();
     let held = |i: usize| !matches!(steps.get(i), Some(Step::Within | Step::View));
     let bytes = |v: usize| p.ty(Var(v as u32)).bytes() as u64;
-    let buffers = Buffers::of(p, last, steps);
-    let reused = written_in_operands(p, last, steps, groups, &buffers);
     let mut freed = vec![0u64; p.n_nodes()];
     for v in n_in..p.n_vars() {
         let own = buffers.owner[v] == Some(v) && held(v - n_in);
@@ -371,8 +375,8 @@ impl Buffers {
 
 /// For each node, the buffer (named by the value owning it) its kernel writes the result in,
 /// if any ([`Primitive::writes_in_operand`](crate::ir::Primitive::writes_in_operand), or a
-/// fused pass's `into` external): that of an operand of the result's type, read once by the
-/// node (or pass), whose buffer no other operand shares and no value is read in after the
+/// fused pass, over an external it reads in blocks): that of an operand of the result's type,
+/// read once by the node (or pass), whose buffer no other operand shares and no value is read in after the
 /// node, so that evaluation hands it over with the only reference to the buffer. Only a
 /// buffer of its own is sure to be that: made by an elementwise kernel or a contraction, and
 /// never read through a permute in place. A constant's or an input's buffer is held
@@ -396,19 +400,20 @@ fn written_in_operands(
         .enumerate()
         .map(|(i, n)| {
             // What the node reads, and the operands it may write in.
-            let (reads, candidates): (&[Var], &[Var]) = match steps.get(i) {
+            let (reads, candidates): (&[Var], SmallVec<[Var; 4]>) = match steps.get(i) {
                 None | Some(Step::Eval) => {
                     let types: Vec<TensorType> =
                         n.operands.iter().map(|&o| p.ty(o).clone()).collect();
                     if !n.prim.writes_in_operand(&types, &n.ty) {
                         return None;
                     }
-                    (&n.operands, &n.operands)
+                    (&n.operands, n.operands.iter().copied().collect())
                 }
                 Some(Step::Fused(g)) => {
                     let group = groups.get(*g)?;
-                    let into = group.externals.get(group.into?)?;
-                    (&group.externals, std::slice::from_ref(into))
+                    let externals = group.externals.iter().enumerate();
+                    let in_blocks = externals.filter(|&(k, _)| group.reads_in_blocks(k));
+                    (&group.externals, in_blocks.map(|(_, &e)| e).collect())
                 }
                 _ => return None,
             };
