@@ -4,24 +4,28 @@
 
 use std::sync::{Mutex, TryLockError};
 
+use super::arena::{Arena, ArenaPlan};
 use super::eval::{run_into, EvalError, EvalOptions, EvalReport, PlanOf};
 use super::plan::EvalPlan;
 use crate::ir::Program;
 use crate::tensor::{kernels, BufferPool, Tensor};
 
-/// What calls leave behind for the next: free buffers, and the room of the list of values.
+/// What calls leave behind for the next: free buffers, the room of the list of values, and
+/// the one buffer of a small program.
 #[derive(Debug)]
 struct Reuse {
     pool: BufferPool,
     env: Vec<Option<Tensor>>,
+    arena: Option<Arena>,
 }
 
-/// Nothing yet for `plan`'s program, with a pool that keeps at most the plan's peak: free
-/// buffers beyond it would never all be needed at once.
-fn empty_reuse(plan: &EvalPlan) -> Reuse {
+/// Nothing yet for `plan`'s program, with a pool that keeps at most the plan's peak (free
+/// buffers beyond it would never all be needed at once), and a buffer for `arena`'s plan.
+fn empty_reuse(plan: &EvalPlan, program: &Program, arena: Option<&ArenaPlan>) -> Reuse {
     Reuse {
         pool: BufferPool::new(usize::try_from(plan.peak().bytes).unwrap_or(usize::MAX)),
         env: Vec::new(),
+        arena: arena.and_then(|a| a.buffer(program)),
     }
 }
 
@@ -61,6 +65,8 @@ pub struct Executable {
     /// Whether some node is large enough for its kernel to use the thread pool; then a call
     /// runs on a thread of the pool (`threads_worth_it`).
     threaded: bool,
+    /// Where each value lies in one buffer, for a small program (`arena.rs`).
+    arena: Option<ArenaPlan>,
     reuse: Mutex<Reuse>,
 }
 
@@ -84,7 +90,8 @@ impl Clone for Executable {
             plan: self.plan.clone(),
             plain: self.plain.clone(),
             threaded: self.threaded,
-            reuse: Mutex::new(empty_reuse(&self.plan)),
+            arena: self.arena.clone(),
+            reuse: Mutex::new(empty_reuse(&self.plan, &self.program, self.arena.as_ref())),
         }
     }
 }
@@ -99,14 +106,16 @@ impl Executable {
             .folding_sums(&program)
             .fusing_passes(&program)
             .permuting_in_place(&program);
-        Ok(Executable::planned(program, plan, plain))
+        let arena = ArenaPlan::new(&program);
+        Ok(Executable::planned(program, plan, plain, arena))
     }
 
     /// `program` with a plan of the caller's choosing: [`EvalPlan::new`]'s, perhaps
     /// [`folding_sums`](EvalPlan::folding_sums), then perhaps
     /// [`fusing_passes`](EvalPlan::fusing_passes), then perhaps
     /// [`permuting_in_place`](EvalPlan::permuting_in_place); any other plan (one of another
-    /// program, say) is refused.
+    /// program, say) is refused. Every call follows that plan: a small program does not run
+    /// in one buffer, as [`new`](Self::new)'s may.
     pub fn with_plan(program: Program, plan: EvalPlan) -> Result<Executable, EvalError> {
         let plain = EvalPlan::new(&program)?;
         let mut made = vec![plain.clone()];
@@ -121,13 +130,19 @@ impl Executable {
         if !made.contains(&plan) {
             return Err(EvalError::ForeignPlan);
         }
-        Ok(Executable::planned(program, plan, plain))
+        Ok(Executable::planned(program, plan, plain, None))
     }
 
-    fn planned(program: Program, plan: EvalPlan, plain: EvalPlan) -> Executable {
+    fn planned(
+        program: Program,
+        plan: EvalPlan,
+        plain: EvalPlan,
+        arena: Option<ArenaPlan>,
+    ) -> Executable {
         Executable {
-            reuse: Mutex::new(empty_reuse(&plan)),
+            reuse: Mutex::new(empty_reuse(&plan, &program, arena.as_ref())),
             threaded: threads_worth_it(&program),
+            arena,
             program,
             plan,
             plain,
@@ -140,6 +155,13 @@ impl Executable {
 
     pub fn plan(&self) -> &EvalPlan {
         &self.plan
+    }
+
+    /// Whether calls run in one buffer with a slot for each value, as a small program's do
+    /// (`docs/memory.md`, "Small programs"); a call that finds a non-finite value, or asks
+    /// for a report, evaluates as any other program's does.
+    pub fn in_one_buffer(&self) -> bool {
+        self.arena.is_some()
     }
 
     /// Evaluates on inputs in declaration order, as [`eval_with_options`](super::eval_with_options).
@@ -199,6 +221,11 @@ impl Executable {
         mut report: Option<&mut EvalReport>,
         results: &mut Vec<Tensor>,
     ) -> Result<(), EvalError> {
+        if report.is_none() {
+            if let Some(()) = self.in_arena(inputs, options, results) {
+                return Ok(());
+            }
+        }
         let once = |plan: &EvalPlan, report: Option<&mut EvalReport>, results: &mut Vec<_>| {
             self.pooled(|env| {
                 run_into(
@@ -222,6 +249,25 @@ impl Executable {
             }
             done => done,
         }
+    }
+
+    /// One evaluation in the small program's buffer (`arena.rs`); `None` where the call is to
+    /// evaluate on tensors instead: no such buffer, another call holding it, a plan over the
+    /// memory budget, or inputs or values that the interpreter would refuse.
+    fn in_arena(
+        &self,
+        inputs: &[Tensor],
+        options: EvalOptions,
+        results: &mut Vec<Tensor>,
+    ) -> Option<()> {
+        let plan = self.arena.as_ref()?;
+        let mut reuse = self.reuse.try_lock().ok()?;
+        let Reuse { pool, arena, .. } = &mut *reuse;
+        let arena = arena.as_mut()?;
+        // Over the budget, the call on tensors gives the error, after its checks of the inputs.
+        (self.plan.check_budget(&self.program, options.memory_budget)).ok()?;
+        let check = options.check_non_finite;
+        pool.activate(|| plan.run(&self.program, arena, inputs, check, results))
     }
 
     /// Hands values back (results of an earlier call, once read) so that their buffers serve
@@ -253,7 +299,7 @@ impl Executable {
             }
             Err(TryLockError::WouldBlock) => return f(&mut Vec::new()),
         };
-        let Reuse { pool, env } = &mut *reuse;
+        let Reuse { pool, env, .. } = &mut *reuse;
         pool.activate(|| f(env))
     }
 }

@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 
 use super::eval::{convention_hit, kernel_error, non_finite, EvalError, EvalReport};
 use super::plan::Step;
-use crate::ir::{BlockKernel, KernelError, Program, Reads, Var};
+use crate::ir::{BlockKernel, KernelError, Program, Reads, SliceKernel, SliceOperand, Var};
 use crate::tensor::{alloc, kernels, Array, DType, Float, Tensor};
 
 /// The most nodes in one group (each holds a block of scratch while the pass runs).
@@ -213,9 +213,10 @@ fn group_of(p: &Program, members: Vec<usize>) -> Group {
     }
 }
 
-/// A float dtype that fused passes run on.
-trait BlockFloat: Float {
+/// A float dtype that fused passes, and small programs in one buffer (`arena.rs`), run on.
+pub(super) trait BlockFloat: Float {
     fn block(k: &dyn BlockKernel, x: &[&[Self]], out: &mut [Self]) -> bool;
+    fn slice(k: &dyn SliceKernel, x: &[SliceOperand<'_, Self>], out: &mut [Self]);
     fn conventions(k: &dyn BlockKernel, x: &[&[Self]]) -> usize;
     fn array(t: &Tensor) -> Option<&Array<Self>>;
     fn owned(t: Tensor) -> Option<Array<Self>>;
@@ -224,6 +225,9 @@ trait BlockFloat: Float {
 impl BlockFloat for f32 {
     fn block(k: &dyn BlockKernel, x: &[&[f32]], out: &mut [f32]) -> bool {
         k.block_f32(x, out)
+    }
+    fn slice(k: &dyn SliceKernel, x: &[SliceOperand<'_, f32>], out: &mut [f32]) {
+        k.slice_f32(x, out)
     }
     fn conventions(k: &dyn BlockKernel, x: &[&[f32]]) -> usize {
         k.conventions_f32(x)
@@ -242,6 +246,9 @@ impl BlockFloat for f32 {
 impl BlockFloat for f64 {
     fn block(k: &dyn BlockKernel, x: &[&[f64]], out: &mut [f64]) -> bool {
         k.block_f64(x, out)
+    }
+    fn slice(k: &dyn SliceKernel, x: &[SliceOperand<'_, f64>], out: &mut [f64]) {
+        k.slice_f64(x, out)
     }
     fn conventions(k: &dyn BlockKernel, x: &[&[f64]]) -> usize {
         k.conventions_f64(x)
@@ -465,7 +472,13 @@ fn pass<T: BlockFloat>(
 /// out[i] = x[((start + i) / inner) % len]: the block at `start` of a broadcast of `x`
 /// (`Reads::Repeats`), written run by run: a fill of one value, or a copy of a stretch of `x`.
 /// (A broadcast of one value never comes here: the pass writes its block once.)
-fn repeat_into<T: Float>(out: &mut [T], x: &[T], start: usize, len: usize, inner: usize) {
+pub(super) fn repeat_into<T: Float>(
+    out: &mut [T],
+    x: &[T],
+    start: usize,
+    len: usize,
+    inner: usize,
+) {
     let (mut f, mut o) = (start, 0);
     while o < out.len() {
         let q = (f / inner) % len;

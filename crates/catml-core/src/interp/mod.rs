@@ -10,9 +10,10 @@
 //! - [`Executable`]: a program planned once, keeping its value buffers between calls, with
 //!   sums folded into the products that feed them (`fold`) and chains of elementwise nodes
 //!   run as one pass each (`fuse`), and permutes read and written in place by the kernels
-//!   next to them (`permutes`);
+//!   next to them (`permutes`), and a small program run in one buffer (`arena`);
 //! - `rational`: exact values over arbitrary-precision rationals.
 
+mod arena;
 mod budget;
 mod cost;
 mod eval;

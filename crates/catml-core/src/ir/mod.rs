@@ -19,6 +19,7 @@ mod permuted;
 mod primitive;
 mod program;
 mod registry;
+mod slice;
 mod structure;
 pub mod suggest;
 mod validate;
@@ -38,5 +39,6 @@ pub use primitive::{
 };
 pub use program::{Def, Input, InputKind, Node, Program, Var};
 pub use registry::{BodyConstructor, Constructor, Registry};
+pub use slice::{SliceKernel, SliceOperand};
 pub use structure::{structural_difference, StructuralDifference};
 pub use validate::{ValidationError, ValidationErrors};

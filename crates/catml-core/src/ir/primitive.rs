@@ -248,6 +248,13 @@ pub trait Primitive: fmt::Debug + Send + Sync + 'static {
         None
     }
 
+    /// This node's kernel on whole operands held as slices, writing its value into a slice of
+    /// the caller's: an executable then runs a small program of such nodes in one buffer
+    /// ([`SliceKernel`](super::SliceKernel); `docs/memory.md`, "Small programs").
+    fn slice_kernel(&self) -> Option<&dyn super::SliceKernel> {
+        None
+    }
+
     /// This node's kernel reading permuted operands or writing a permuted result in place:
     /// an executable then copies no permute between it and its neighbours
     /// ([`PermutedKernel`](super::PermutedKernel)).

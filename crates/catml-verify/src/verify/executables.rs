@@ -3,6 +3,10 @@
 //! an `Executable` whose plan runs elementwise chains as fused passes and reads and writes
 //! permutes in place, against the interpreter.
 //!
+//! Where a program is small enough, the executable `Executable::new` makes runs it in one
+//! buffer (docs/memory.md, "Small programs"); that one is checked as well, with and without
+//! the non-finite check.
+//!
 //! Stated bound: bitwise equal values, and the interpreter's error (node, count, first index)
 //! where it fails, on every call (the second reuses the first's buffers). Folded sums, which
 //! reassociate a sum, are left out; their budget has tests of its own.
@@ -21,7 +25,7 @@ use crate::tensor::{DType, Tensor, TensorType};
 pub(crate) fn run(ctx: &Ctx) -> FamilyReport {
     let n = ctx.level.pick(12, 1000, 5000);
     let mut t = ctx.tally(
-        "executables with fused passes and permutes in place on generated programs and their reverse programs: values bitwise equal to the interpreter's, errors the same",
+        "executables with fused passes and permutes in place, and small programs in one buffer, on generated programs and their reverse programs: values bitwise equal to the interpreter's, errors the same",
         "no reference figure: the executable's contract in docs/memory.md",
         n,
     );
@@ -151,5 +155,40 @@ fn check(t: &mut Tally, p: &Program, args: &[Tensor], what: &str) {
         t.check(got == want, || {
             format!("{what}: call {call} gave {got:?}, the interpreter {want:?}")
         });
+    }
+    check_in_one_buffer(t, p, args, what);
+}
+
+/// Each result's type and the bits of its elements, so that NaNs compare.
+type Bits = Vec<(TensorType, Vec<u64>)>;
+
+fn bits(values: Vec<Tensor>) -> Bits {
+    let bits = |t: &Tensor| t.to_f64_vec().iter().map(|v| v.to_bits()).collect();
+    values.iter().map(|t| (t.ty(), bits(t))).collect()
+}
+
+/// `p` on the executable `Executable::new` makes, where that runs it in one buffer: twice,
+/// with and without the non-finite check, against the interpreter at `args`.
+fn check_in_one_buffer(t: &mut Tally, p: &Program, args: &[Tensor], what: &str) {
+    let exe = match Executable::new(p.clone()) {
+        Ok(exe) => exe,
+        Err(e) => return t.fail(format!("{what}: {e}")),
+    };
+    if !exe.in_one_buffer() {
+        return;
+    }
+    t.count("in_one_buffer", 1);
+    let unchecked = EvalOptions {
+        check_non_finite: false,
+        ..EvalOptions::default()
+    };
+    for options in [EvalOptions::default(), unchecked] {
+        let want = interp::eval_with_options(p, args, options).map(bits);
+        for call in 1..=2 {
+            let got = exe.run(args, options).map(bits);
+            t.check(got == want, || {
+                format!("{what}, in one buffer, {options:?}: call {call} gave {got:?}, the interpreter {want:?}")
+            });
+        }
     }
 }

@@ -346,3 +346,113 @@ fn stacked_products_attention_weights_pullbacks_and_broadcasts_count_as_a_scan_w
     let p = b.finish(&[filled]).unwrap();
     fails_as_a_scan_would(p, &[Tensor::scalar(DType::F32, f64::INFINITY)], "broadcast");
 }
+
+/// The block's value-and-grad at a size of a few elements, with a reshape, a constant and a
+/// sum: small enough to run in one buffer.
+fn small_block(dtype: DType) -> (Program, Vec<Tensor>) {
+    let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
+    let mut b = Builder::new();
+    let x = b.input("x", ty(&[2, 3]), InputKind::Data).unwrap();
+    let w = b.input("w", ty(&[3, 3]), InputKind::Param).unwrap();
+    let bias = b.input("b", ty(&[3]), InputKind::Param).unwrap();
+    let xw = b.matmul(x, w).unwrap();
+    let bb = b.broadcast_rows(bias, 2).unwrap();
+    let a = b.add(xw, bb).unwrap();
+    let h = b.tanh(a).unwrap();
+    let r = b.reshape(h, [3, 2]).unwrap();
+    let c = b
+        .constant(
+            Tensor::from_f64s(dtype, vec![3, 2], vec![0.5, -1.0, 2.0, 0.25, 1.5, -0.75]).unwrap(),
+        )
+        .unwrap();
+    let y = b.mul(r, c).unwrap();
+    let s = b.sum(y, Some(vec![1])).unwrap();
+    let p = b.finish(&[s, h]).unwrap();
+    let v = catml::ad::vjp(&p).unwrap().program;
+    let value = |n: usize, k: usize| {
+        let data = (0..n)
+            .map(|i| ((i * 7 + k) % 13) as f64 / 6.5 - 1.0)
+            .collect();
+        Tensor::from_f64s(dtype, vec![n], data).unwrap()
+    };
+    let args = vec![
+        value(6, 1).reshaped([2, 3].into()),
+        value(9, 2).reshaped([3, 3].into()),
+        value(3, 3),
+        Tensor::full(&ty(&[3]), 1.0),
+        Tensor::full(&ty(&[2, 3]), 1.0),
+    ];
+    (v, args)
+}
+
+/// Each element's bits, so that NaNs compare.
+fn bits(values: &[Tensor]) -> Vec<Vec<u64>> {
+    let bits = |t: &Tensor| t.to_f64_vec().iter().map(|v| v.to_bits()).collect();
+    values.iter().map(bits).collect()
+}
+
+#[test]
+fn a_small_program_runs_in_one_buffer_and_equals_the_interpreter_bitwise() {
+    for dtype in [DType::F32, DType::F64] {
+        let (p, args) = small_block(dtype);
+        let exe = Executable::new(p.clone()).unwrap();
+        assert!(exe.in_one_buffer(), "{dtype}");
+        let want = interp::eval(&p, &args).unwrap();
+        for call in 0..3 {
+            let got = exe.run(&args, EvalOptions::default()).unwrap();
+            assert_eq!(bits(&got), bits(&want), "{dtype} call {call}");
+            exe.recycle(got);
+        }
+        // Errors are the interpreter's, and leave the buffer serving the next call.
+        let mut infinite = args.clone();
+        infinite[0] = Tensor::from_f64s(
+            dtype,
+            vec![2, 3],
+            vec![f64::INFINITY, 1.0, 2.0, 3.0, -4.0, 5.0],
+        )
+        .unwrap();
+        let err = interp::eval(&p, &infinite).unwrap_err();
+        assert!(matches!(err, EvalError::NonFinite { .. }), "{err}");
+        assert_eq!(exe.run(&infinite, EvalOptions::default()).unwrap_err(), err);
+        let unchecked = EvalOptions {
+            check_non_finite: false,
+            ..EvalOptions::default()
+        };
+        assert_eq!(
+            bits(&exe.run(&infinite, unchecked).unwrap()),
+            bits(&interp::eval_with_options(&p, &infinite, unchecked).unwrap())
+        );
+        let mut wrong = args.clone();
+        wrong[1] = Tensor::full(&TensorType::new(dtype, [3, 2]), 1.0);
+        assert_eq!(
+            exe.run(&wrong, EvalOptions::default()).unwrap_err(),
+            interp::eval(&p, &wrong).unwrap_err()
+        );
+        assert_eq!(
+            exe.run(&args[1..], EvalOptions::default()).unwrap_err(),
+            interp::eval(&p, &args[1..]).unwrap_err()
+        );
+        let tight = EvalOptions {
+            memory_budget: Some(64),
+            ..EvalOptions::default()
+        };
+        assert_eq!(
+            exe.run(&args, tight).unwrap_err(),
+            interp::eval_with_options(&p, &args, tight).unwrap_err()
+        );
+        let (got, report) = exe.run_with_report(&args, EvalOptions::default()).unwrap();
+        assert_eq!(bits(&got), bits(&want));
+        assert_eq!(report, interp::eval_with_report(&p, &args).unwrap().1);
+        assert_eq!(
+            bits(&exe.clone().run(&args, EvalOptions::default()).unwrap()),
+            bits(&want)
+        );
+        // A plan of the caller's choosing is followed on tensors.
+        let planned = Executable::with_plan(p.clone(), interp::EvalPlan::new(&p).unwrap()).unwrap();
+        assert!(!planned.in_one_buffer());
+    }
+    // Values of two dtypes, or too many bytes, are evaluated on tensors.
+    assert!(!Executable::new(block(DType::F64).0)
+        .unwrap()
+        .in_one_buffer());
+}

@@ -7,11 +7,11 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
-use crate::ir::{PermutedKernel, Permutes};
+use crate::ir::{PermutedKernel, Permutes, SliceKernel, SliceOperand};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::alloc::AllocError;
-use crate::tensor::kernels::{gemm_into_result, gemm_result, matmul_generic, MatRef};
+use crate::tensor::kernels::{gemm_into, gemm_into_result, gemm_result, matmul_generic, MatRef};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -66,6 +66,27 @@ impl FloatKernel for MatMul {
     }
 }
 
+impl MatMul {
+    /// C = A B into `out`, as [`gemm_result`] computes it for `eval`.
+    fn write_product<T: Float>(&self, x: &[SliceOperand<'_, T>], out: &mut [T]) {
+        let a = Self::operand(x[0].data, x[0].dims, self.transpose_a);
+        let b = Self::operand(x[1].data, x[1].dims, self.transpose_b);
+        gemm_into(out, a, b, false);
+    }
+}
+
+impl SliceKernel for MatMul {
+    fn serves(&self, inputs: &[TensorType], output: &TensorType) -> bool {
+        output.dtype.is_float() && inputs.iter().all(|t| t.dtype == output.dtype)
+    }
+    fn slice_f32(&self, x: &[SliceOperand<'_, f32>], out: &mut [f32]) {
+        self.write_product(x, out)
+    }
+    fn slice_f64(&self, x: &[SliceOperand<'_, f64>], out: &mut [f64]) {
+        self.write_product(x, out)
+    }
+}
+
 /// Either operand through a transpose, read by flipping its flag: the product reads the
 /// transpose's operand through strides, as it reads any transposed operand.
 impl PermutedKernel for MatMul {
@@ -87,6 +108,9 @@ impl Primitive for MatMul {
         "matmul"
     }
     fn permuted(&self) -> Option<&dyn PermutedKernel> {
+        Some(self)
+    }
+    fn slice_kernel(&self) -> Option<&dyn SliceKernel> {
         Some(self)
     }
     fn drawing(&self) -> Option<Drawing> {

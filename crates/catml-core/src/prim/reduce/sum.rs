@@ -7,7 +7,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn};
-use crate::ir::{Linearity, Transpose};
+use crate::ir::{Linearity, SliceKernel, SliceOperand, Transpose};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, number_operand, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Strides, Tensor, TensorType};
@@ -35,9 +35,26 @@ impl RingKernel for Sum {
     }
 }
 
+impl SliceKernel for Sum {
+    fn serves(&self, _inputs: &[TensorType], output: &TensorType) -> bool {
+        output.dtype.is_float()
+    }
+    fn slice_f32(&self, x: &[SliceOperand<'_, f32>], out: &mut [f32]) {
+        out.fill(0.0);
+        kernels::sum_axes_onto(x[0].data, x[0].dims, &self.reduced(x[0].dims.len()), out);
+    }
+    fn slice_f64(&self, x: &[SliceOperand<'_, f64>], out: &mut [f64]) {
+        out.fill(0.0);
+        kernels::sum_axes_onto(x[0].data, x[0].dims, &self.reduced(x[0].dims.len()), out);
+    }
+}
+
 impl Primitive for Sum {
     fn name(&self) -> &str {
         "sum"
+    }
+    fn slice_kernel(&self) -> Option<&dyn SliceKernel> {
+        Some(self)
     }
     fn drawing(&self) -> Option<Drawing> {
         Some(Drawing::new(2, draw_sum))

@@ -276,27 +276,40 @@ pub fn broadcast<T: Element>(
 /// Sum over the given (sorted, distinct) axes, which are removed from the shape.
 pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Result<Array<T>, AllocError> {
     let dims = a.dims();
-    // Leading axes summed away (a bias gradient): each input row adds onto the whole result,
-    // row after row, as the general walk below adds them, without its bookkeeping.
-    // (A single sum per row is `sum_run`'s, below.)
-    let lead = axes.len();
-    let inner: usize = dims.get(lead..).map_or(0, |d| d.iter().product());
-    if inner > 1 && (0..lead).all(|i| axes.contains(&i)) {
-        let mut out = alloc::filled(inner, T::zero())?;
-        for row in a.data().chunks_exact(inner) {
-            for (y, v) in out.iter_mut().zip(row) {
-                *y = y.clone() + v.clone();
-            }
-        }
-        return Ok(Array::from_parts(Shape::from(&dims[lead..]), out));
-    }
     let out_shape = Shape(
         (0..dims.len())
             .filter(|i| !axes.contains(i))
             .map(|i| dims[i])
             .collect(),
     );
-    let out_strides = out_shape.strides();
+    let mut out = alloc::filled(out_shape.numel(), T::zero())?;
+    sum_axes_onto(a.data(), dims, axes, &mut out);
+    Ok(Array::from_parts(out_shape, out))
+}
+
+/// out += the sum of `src` (of shape `dims`) over the given (sorted, distinct) axes; `out`
+/// has the remaining axes. [`sum_axes`] with `out` zeroed.
+pub fn sum_axes_onto<T: Element>(src: &[T], dims: &[usize], axes: &[usize], out: &mut [T]) {
+    // Leading axes summed away (a bias gradient): each input row adds onto the whole result,
+    // row after row, as the general walk below adds them, without its bookkeeping.
+    // (A single sum per row is `sum_run`'s, below.)
+    let lead = axes.len();
+    let inner: usize = dims.get(lead..).map_or(0, |d| d.iter().product());
+    if inner > 1 && (0..lead).all(|i| axes.contains(&i)) {
+        for row in src.chunks_exact(inner) {
+            for (y, v) in out.iter_mut().zip(row) {
+                *y = y.clone() + v.clone();
+            }
+        }
+        return;
+    }
+    let kept: Shape = Shape(
+        (0..dims.len())
+            .filter(|i| !axes.contains(i))
+            .map(|i| dims[i])
+            .collect(),
+    );
+    let out_strides = kept.strides();
     // Stride of each input dim in the output (0 on reduced axes).
     let mut strides: Strides = smallvec::smallvec![0; dims.len()];
     let mut k = 0;
@@ -306,9 +319,7 @@ pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Result<Array<T>, Al
             k += 1;
         }
     }
-    let mut out = alloc::filled(out_shape.numel(), T::zero())?;
-    let unit = a.shape().strides();
-    let src = a.data();
+    let unit = Shape::from(dims).strides();
     // After coalescing, each row is a contiguous input run that either sums into one output
     // (a reduced innermost axis, see `sum_run`) or adds onto a contiguous output run.
     let (d, so, si) = coalesce(dims, &strides, &unit);
@@ -324,7 +335,6 @@ pub fn sum_axes<T: Element>(a: &Array<T>, axes: &[usize]) -> Result<Array<T>, Al
             }
         }
     });
-    Ok(Array::from_parts(out_shape, out))
 }
 
 /// init + Σ run. Runs of 16 or more go through 8 interleaved partial sums combined pairwise:
