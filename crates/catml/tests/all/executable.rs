@@ -7,6 +7,15 @@ use catml::ir::{Builder, InputKind, Program};
 use catml::prim::Ops;
 use catml::tensor::{DType, Tensor, TensorType};
 
+/// A value of the given dims whose elements, in [-1, 1), depend on `k`.
+fn value<const R: usize>(dtype: DType, dims: [usize; R], k: usize) -> Tensor {
+    let n = dims.iter().product();
+    let data = (0..n)
+        .map(|i| ((i * 7 + k) % 13) as f64 / 6.5 - 1.0)
+        .collect();
+    Tensor::from_f64s(dtype, dims.to_vec(), data).unwrap()
+}
+
 /// y = tanh(x W + b) . x, and the VJP of its sum: broadcasts, products, elementwise chains.
 fn block(dtype: DType) -> (Program, Vec<Tensor>) {
     let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
@@ -21,16 +30,10 @@ fn block(dtype: DType) -> (Program, Vec<Tensor>) {
     let y = b.mul(h, x).unwrap();
     let p = b.finish(&[y]).unwrap();
     let v = catml::ad::vjp(&p).unwrap().program;
-    let value = |n: usize, k: usize| {
-        let data = (0..n)
-            .map(|i| ((i * 7 + k) % 13) as f64 / 6.5 - 1.0)
-            .collect();
-        Tensor::from_f64s(dtype, vec![n], data).unwrap()
-    };
     let args = vec![
-        value(128, 1).reshaped([8, 16].into()),
-        value(256, 2).reshaped([16, 16].into()),
-        value(16, 3),
+        value(dtype, [8, 16], 1),
+        value(dtype, [16, 16], 2),
+        value(dtype, [16], 3),
         Tensor::full(&ty(&[8, 16]), 1.0),
     ];
     (v, args)
@@ -347,8 +350,8 @@ fn stacked_products_attention_weights_pullbacks_and_broadcasts_count_as_a_scan_w
     fails_as_a_scan_would(p, &[Tensor::scalar(DType::F32, f64::INFINITY)], "broadcast");
 }
 
-/// The block's value-and-grad at a size of a few elements, with a reshape, a constant and a
-/// sum: small enough to run in one buffer.
+/// The block's value-and-grad at a size of a few elements, with a reshape, a constant, a sum,
+/// a linear layer, a permute and a mean: small enough to run in one buffer.
 fn small_block(dtype: DType) -> (Program, Vec<Tensor>) {
     let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
     let mut b = Builder::new();
@@ -367,20 +370,19 @@ fn small_block(dtype: DType) -> (Program, Vec<Tensor>) {
         .unwrap();
     let y = b.mul(r, c).unwrap();
     let s = b.sum(y, Some(vec![1])).unwrap();
-    let p = b.finish(&[s, h]).unwrap();
+    // linear(h, W, b): h W^T + b; its pullback permutes, and a mean of it.
+    let l = b.linear(h, w, bias).unwrap();
+    let t = b.permute(l, vec![1, 0]).unwrap();
+    let m = b.mean(t, Some(vec![0])).unwrap();
+    let p = b.finish(&[s, h, m]).unwrap();
     let v = catml::ad::vjp(&p).unwrap().program;
-    let value = |n: usize, k: usize| {
-        let data = (0..n)
-            .map(|i| ((i * 7 + k) % 13) as f64 / 6.5 - 1.0)
-            .collect();
-        Tensor::from_f64s(dtype, vec![n], data).unwrap()
-    };
     let args = vec![
-        value(6, 1).reshaped([2, 3].into()),
-        value(9, 2).reshaped([3, 3].into()),
-        value(3, 3),
+        value(dtype, [2, 3], 1),
+        value(dtype, [3, 3], 2),
+        value(dtype, [3], 3),
         Tensor::full(&ty(&[3]), 1.0),
         Tensor::full(&ty(&[2, 3]), 1.0),
+        Tensor::full(&ty(&[2]), 1.0),
     ];
     (v, args)
 }

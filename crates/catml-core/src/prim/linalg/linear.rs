@@ -4,12 +4,15 @@
 use std::sync::Arc;
 
 use super::matmul::MatMul;
-use crate::ir::{Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var};
+use crate::ir::{
+    Builder, KernelError, Prim, Primitive, Registry, RuleError, SliceKernel, SliceOperand,
+    TypeError, Var,
+};
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::dispatch::{arity, eval_float, FloatKernel};
 use crate::prim::Ops;
 use crate::tensor::alloc;
-use crate::tensor::kernels::{gemm_into_result, matmul_generic, MatRef};
+use crate::tensor::kernels::{gemm_into, gemm_into_result, matmul_generic, MatRef};
 use crate::tensor::{Array, Float, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,19 +24,28 @@ fn sizes(x: &[usize], w: &[usize]) -> (usize, usize, usize) {
     (batch, w[1], w[0])
 }
 
+/// x and W^T as the product's operands.
+fn product_operands<'a, T>(
+    x: (&'a [T], &[usize]),
+    w: (&'a [T], &[usize]),
+) -> (MatRef<'a, T>, MatRef<'a, T>) {
+    let (batch, inp, out) = sizes(x.1, w.1);
+    (
+        MatRef::new(x.0, batch, inp),
+        MatRef::transpose_of(w.0, out, inp),
+    )
+}
+
 impl FloatKernel for Linear {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
-        let (batch, inp, out) = sizes(x[0].dims(), x[1].dims());
+        let (batch, _, out) = sizes(x[0].dims(), x[1].dims());
         let bias = x[2].data();
         // Start from the broadcast bias and accumulate x W^T onto it.
         let mut y = alloc::with_capacity(batch * out)?;
         for _ in 0..batch {
             y.extend_from_slice(bias);
         }
-        let (a, w) = (
-            MatRef::new(x[0].data(), batch, inp),
-            MatRef::transpose_of(x[1].data(), out, inp),
-        );
+        let (a, w) = product_operands((x[0].data(), x[0].dims()), (x[1].data(), x[1].dims()));
         gemm_into_result(&mut y, a, w, true);
         // A single example (x of rank 1) gives y of rank 1; the shape is built without a Vec.
         let dims = [batch, out];
@@ -46,9 +58,36 @@ impl FloatKernel for Linear {
     }
 }
 
+impl Linear {
+    /// y = x W^T + b into `y`, as `float` computes it: the bias in each row, then x W^T added
+    /// by the product's accumulation.
+    fn write<T: Float>(&self, x: &[SliceOperand<'_, T>], y: &mut [T]) {
+        let bias = x[2].data;
+        y.chunks_exact_mut(bias.len().max(1))
+            .for_each(|row| row.copy_from_slice(bias));
+        let (a, w) = product_operands((x[0].data, x[0].dims), (x[1].data, x[1].dims));
+        gemm_into(y, a, w, true);
+    }
+}
+
+impl SliceKernel for Linear {
+    fn serves(&self, _inputs: &[TensorType], output: &TensorType) -> bool {
+        output.dtype.is_float()
+    }
+    fn slice_f32(&self, x: &[SliceOperand<'_, f32>], out: &mut [f32]) {
+        self.write(x, out)
+    }
+    fn slice_f64(&self, x: &[SliceOperand<'_, f64>], out: &mut [f64]) {
+        self.write(x, out)
+    }
+}
+
 impl Primitive for Linear {
     fn name(&self) -> &str {
         "linear"
+    }
+    fn slice_kernel(&self) -> Option<&dyn SliceKernel> {
+        Some(self)
     }
     fn drawing(&self) -> Option<Drawing> {
         Some(Drawing::new(2, draw_linear))

@@ -3,7 +3,7 @@
 //! pullback broadcasts u / m back. Lowers to `sum` and a multiplication by 1/m.
 
 use crate::ir::{Draw, DrawError, Drawn};
-use crate::ir::{Linearity, Transpose};
+use crate::ir::{Linearity, SliceKernel, SliceOperand, Transpose};
 use std::sync::Arc;
 
 use super::slices::{check_axes, kept};
@@ -45,9 +45,34 @@ impl FloatKernel for Mean {
     }
 }
 
+impl Mean {
+    /// The mean into `out`, as `float` computes it: the sum, then each element over m.
+    fn write<T: Float>(&self, x: &SliceOperand<'_, T>, out: &mut [T]) {
+        let m = T::from_f64(self.count(x.dims) as f64);
+        out.fill(T::zero());
+        kernels::sum_axes_onto(x.data, x.dims, &self.reduced(x.dims.len()), out);
+        out.iter_mut().for_each(|v| *v = *v / m);
+    }
+}
+
+impl SliceKernel for Mean {
+    fn serves(&self, _inputs: &[TensorType], output: &TensorType) -> bool {
+        output.dtype.is_float()
+    }
+    fn slice_f32(&self, x: &[SliceOperand<'_, f32>], out: &mut [f32]) {
+        self.write(&x[0], out)
+    }
+    fn slice_f64(&self, x: &[SliceOperand<'_, f64>], out: &mut [f64]) {
+        self.write(&x[0], out)
+    }
+}
+
 impl Primitive for Mean {
     fn name(&self) -> &str {
         "mean"
+    }
+    fn slice_kernel(&self) -> Option<&dyn SliceKernel> {
+        Some(self)
     }
     fn drawing(&self) -> Option<crate::ir::Drawing> {
         Some(crate::ir::Drawing::new(1, draw_mean))

@@ -35,17 +35,23 @@ impl RingKernel for Sum {
     }
 }
 
+impl Sum {
+    /// The sum into `out`, as `ring` computes it.
+    fn write<T: Element>(&self, x: &SliceOperand<'_, T>, out: &mut [T]) {
+        out.fill(T::zero());
+        kernels::sum_axes_onto(x.data, x.dims, &self.reduced(x.dims.len()), out);
+    }
+}
+
 impl SliceKernel for Sum {
     fn serves(&self, _inputs: &[TensorType], output: &TensorType) -> bool {
         output.dtype.is_float()
     }
     fn slice_f32(&self, x: &[SliceOperand<'_, f32>], out: &mut [f32]) {
-        out.fill(0.0);
-        kernels::sum_axes_onto(x[0].data, x[0].dims, &self.reduced(x[0].dims.len()), out);
+        self.write(&x[0], out)
     }
     fn slice_f64(&self, x: &[SliceOperand<'_, f64>], out: &mut [f64]) {
-        out.fill(0.0);
-        kernels::sum_axes_onto(x[0].data, x[0].dims, &self.reduced(x[0].dims.len()), out);
+        self.write(&x[0], out)
     }
 }
 

@@ -7,7 +7,7 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn, ResultStorage};
-use crate::ir::{Linearity, Transpose};
+use crate::ir::{Linearity, SliceKernel, SliceOperand, Transpose};
 use crate::prim::dispatch::{arity, eval_ring, eval_ring_rational, RingKernel};
 use crate::prim::Ops;
 use crate::tensor::{kernels, Array, Element, RArray, Shape, Tensor, TensorType};
@@ -135,9 +135,24 @@ impl RingKernel for Permute {
     }
 }
 
+impl SliceKernel for Permute {
+    fn serves(&self, _inputs: &[TensorType], output: &TensorType) -> bool {
+        output.dtype.is_float()
+    }
+    fn slice_f32(&self, x: &[SliceOperand<'_, f32>], out: &mut [f32]) {
+        kernels::permute_into(x[0].data, x[0].dims, &self.perm, out)
+    }
+    fn slice_f64(&self, x: &[SliceOperand<'_, f64>], out: &mut [f64]) {
+        kernels::permute_into(x[0].data, x[0].dims, &self.perm, out)
+    }
+}
+
 impl Primitive for Permute {
     fn name(&self) -> &str {
         "permute"
+    }
+    fn slice_kernel(&self) -> Option<&dyn SliceKernel> {
+        Some(self)
     }
     fn drawing(&self) -> Option<Drawing> {
         Some(Drawing::new(1, draw_permute))

@@ -238,6 +238,24 @@ pub fn permute<T: Element>(a: &Array<T>, perm: &[usize]) -> Result<Array<T>, All
     Ok(Array::from_parts(Shape::new(dims), data))
 }
 
+/// [`permute`] of `src` (of shape `dims`) into `out`, on this thread: the same elements,
+/// moved, so the same values.
+pub fn permute_into<T: Element>(src: &[T], dims: &[usize], perm: &[usize], out: &mut [T]) {
+    if out.is_empty() {
+        return;
+    }
+    let unit = row_major(dims);
+    let moved: Strides = perm.iter().map(|&p| dims[p]).collect();
+    let strides: Strides = perm.iter().map(|&p| unit[p]).collect();
+    let (d, s, so) = coalesce(&moved, &strides, &row_major(&moved));
+    let (inner, step) = (d[d.len() - 1], s[s.len() - 1]);
+    for_each_row(&d, &s, &so, |i, o| {
+        for (k, y) in out[o..o + inner].iter_mut().enumerate() {
+            *y = src[i + k * step].clone();
+        }
+    });
+}
+
 /// broadcast_in_dim: operand dim i goes to result dim `dims[i]` (sizes equal or 1).
 pub fn broadcast<T: Element>(
     a: &Array<T>,
@@ -461,6 +479,22 @@ mod tests {
 
     fn arr(dims: &[usize], data: &[f64]) -> Array<f64> {
         Array::new(dims.to_vec(), data.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn permute_into_moves_the_elements_as_permute_does() {
+        let a = arr(&[2, 1, 3, 4], &(0..24).map(f64::from).collect::<Vec<_>>());
+        for perm in [
+            [0, 1, 2, 3],
+            [3, 2, 1, 0],
+            [2, 0, 3, 1],
+            [1, 3, 0, 2],
+            [0, 2, 1, 3],
+        ] {
+            let mut out = vec![-1.0; 24];
+            permute_into(a.data(), a.dims(), &perm, &mut out);
+            assert_eq!(out, permute(&a, &perm).unwrap().data(), "{perm:?}");
+        }
     }
 
     #[test]
