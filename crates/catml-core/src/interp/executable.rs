@@ -5,6 +5,7 @@
 use std::sync::{Mutex, TryLockError};
 
 use super::arena::{Arena, ArenaPlan};
+use super::budget::budget_for;
 use super::eval::{run_into, EvalError, EvalOptions, EvalReport, PlanOf};
 use super::plan::EvalPlan;
 use crate::ir::Program;
@@ -221,13 +222,22 @@ impl Executable {
         mut report: Option<&mut EvalReport>,
         results: &mut Vec<Tensor>,
     ) -> Result<(), EvalError> {
+        // The budget is read once for the call. The free buffers kept besides the live values
+        // get at most what it leaves above the peak (`docs/memory.md`, "Executables").
+        let peak = self.plan.peak().bytes;
+        let budget = budget_for(peak, options.memory_budget);
+        let options = EvalOptions {
+            memory_budget: Some(budget),
+            ..options
+        };
+        let keep = usize::try_from(peak.min(budget.saturating_sub(peak))).unwrap_or(usize::MAX);
         if report.is_none() {
-            if let Some(()) = self.in_arena(inputs, options, results) {
+            if let Some(()) = self.in_arena(inputs, options, keep, results) {
                 return Ok(());
             }
         }
         let once = |plan: &EvalPlan, report: Option<&mut EvalReport>, results: &mut Vec<_>| {
-            self.pooled(|env| {
+            self.pooled(Some(keep), |env| {
                 run_into(
                     &self.program,
                     PlanOf::Own(plan),
@@ -258,12 +268,14 @@ impl Executable {
         &self,
         inputs: &[Tensor],
         options: EvalOptions,
+        keep: usize,
         results: &mut Vec<Tensor>,
     ) -> Option<()> {
         let plan = self.arena.as_ref()?;
         let mut reuse = self.reuse.try_lock().ok()?;
         let Reuse { pool, arena, .. } = &mut *reuse;
         let arena = arena.as_mut()?;
+        pool.limit_to(keep);
         // Over the budget, the call on tensors gives the error, after its checks of the inputs.
         (self.plan.check_budget(&self.program, options.memory_budget)).ok()?;
         let check = options.check_non_finite;
@@ -273,7 +285,7 @@ impl Executable {
     /// Hands values back (results of an earlier call, once read) so that their buffers serve
     /// the next call. A value still shared elsewhere is simply dropped.
     pub fn recycle(&self, values: impl IntoIterator<Item = Tensor>) {
-        self.pooled(|_| values.into_iter().for_each(drop))
+        self.pooled(None, |_| values.into_iter().for_each(drop))
     }
 
     /// Bytes of free buffers kept for the next call.
@@ -285,9 +297,9 @@ impl Executable {
             .held_bytes()
     }
 
-    /// Runs `f` with the pool active on this thread and the kept list of values, unless
-    /// another call holds them (then with none).
-    fn pooled<R>(&self, f: impl FnOnce(&mut Vec<Option<Tensor>>) -> R) -> R {
+    /// Runs `f` with the pool active on this thread (holding at most `keep` bytes, if given)
+    /// and the kept list of values, unless another call holds them (then with none).
+    fn pooled<R>(&self, keep: Option<usize>, f: impl FnOnce(&mut Vec<Option<Tensor>>) -> R) -> R {
         let mut reuse = match self.reuse.try_lock() {
             Ok(reuse) => reuse,
             // A call that panicked left the pool whole (`activate` restores it on unwind), and
@@ -300,6 +312,9 @@ impl Executable {
             Err(TryLockError::WouldBlock) => return f(&mut Vec::new()),
         };
         let Reuse { pool, env, .. } = &mut *reuse;
+        if let Some(keep) = keep {
+            pool.limit_to(keep);
+        }
         pool.activate(|| f(env))
     }
 }

@@ -137,6 +137,16 @@ impl BufferPool {
         self.held
     }
 
+    /// Holds at most `limit` bytes from now on, giving buffers back to the allocator until it
+    /// holds no more.
+    pub fn limit_to(&mut self, limit: usize) {
+        self.limit = limit;
+        while self.held > limit {
+            let Some(free) = self.free.pop() else { break };
+            self.held -= free.layout.size();
+        }
+    }
+
     /// Runs `f` with this pool active on the calling thread, and takes it back afterwards
     /// (also when `f` unwinds). A pool already active there is set aside meanwhile.
     pub fn activate<R>(&mut self, f: impl FnOnce() -> R) -> R {
@@ -291,6 +301,20 @@ mod tests {
         assert_eq!(kept.to_f64_vec(), [1.0; 4]);
         pool.activate(|| drop(kept));
         assert_eq!(pool.held_bytes(), 32);
+    }
+
+    #[test]
+    fn a_lower_limit_gives_buffers_back_until_the_pool_holds_no_more() {
+        let mut pool = BufferPool::new(1 << 20);
+        pool.activate(|| {
+            give(alloc::filled(100, 0u8).unwrap());
+            give(alloc::filled(300, 0u8).unwrap());
+        });
+        assert_eq!(pool.held_bytes(), 400);
+        pool.limit_to(350);
+        assert_eq!(pool.held_bytes(), 100, "the last buffer given went back");
+        pool.activate(|| give(alloc::filled(300, 0u8).unwrap()));
+        assert_eq!(pool.held_bytes(), 100, "over the new limit, not kept");
     }
 
     #[test]

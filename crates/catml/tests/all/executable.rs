@@ -458,3 +458,30 @@ fn a_small_program_runs_in_one_buffer_and_equals_the_interpreter_bitwise() {
         .unwrap()
         .in_one_buffer());
 }
+
+#[test]
+fn free_buffers_kept_stay_within_what_the_budget_leaves_above_the_peak() {
+    let (p, args) = block(DType::F64);
+    let want = interp::eval(&p, &args).unwrap();
+    let exe = Executable::new(p).unwrap();
+    let peak = exe.plan().peak().bytes;
+    for _ in 0..2 {
+        exe.recycle(exe.run(&args, EvalOptions::default()).unwrap());
+    }
+    let kept = exe.pooled_bytes() as u64;
+    assert!(
+        kept > peak / 4,
+        "with room, {kept} bytes of {peak} are kept"
+    );
+    let tight = EvalOptions {
+        memory_budget: Some(peak + peak / 4),
+        ..EvalOptions::default()
+    };
+    for call in 0..2 {
+        let got = exe.run(&args, tight).unwrap();
+        assert_eq!(got, want, "call {call}");
+        assert!(exe.pooled_bytes() as u64 <= peak / 4);
+        exe.recycle(got);
+        assert!(exe.pooled_bytes() as u64 <= peak / 4);
+    }
+}
