@@ -38,7 +38,9 @@ fn empty_reuse(plan: &EvalPlan, program: &Program, arena: Option<&ArenaPlan>) ->
 /// product ([`EvalPlan::folding_sums`]); such a sum is within the budget of its k + 1 terms,
 /// and every other result is the interpreter's, bit for bit, chains of elementwise nodes
 /// included, which run as one pass each ([`EvalPlan::fusing_passes`]), and kernels reading or
-/// writing permutes in place ([`EvalPlan::permuting_in_place`]).
+/// writing permutes in place ([`EvalPlan::permuting_in_place`]). A small program runs in
+/// one buffer with a slot for each value instead, and gives the interpreter's results, bit for
+/// bit ([`in_one_buffer`](Self::in_one_buffer)).
 ///
 /// ```
 /// use catml_core::interp::{EvalOptions, Executable};
@@ -140,10 +142,12 @@ impl Executable {
         plain: EvalPlan,
         arena: Option<ArenaPlan>,
     ) -> Executable {
+        let reuse = empty_reuse(&plan, &program, arena.as_ref());
         Executable {
-            reuse: Mutex::new(empty_reuse(&plan, &program, arena.as_ref())),
+            // Without its buffer (an allocation or a constant failed), a program runs on tensors.
+            arena: arena.filter(|_| reuse.arena.is_some()),
+            reuse: Mutex::new(reuse),
             threaded: threads_worth_it(&program),
-            arena,
             program,
             plan,
             plain,

@@ -351,7 +351,8 @@ fn stacked_products_attention_weights_pullbacks_and_broadcasts_count_as_a_scan_w
 }
 
 /// The block's value-and-grad at a size of a few elements, with a reshape, a constant, a sum,
-/// a linear layer, a permute and a mean: small enough to run in one buffer.
+/// a linear layer, a permute, a mean and a stack of products: small enough to run in one
+/// buffer.
 fn small_block(dtype: DType) -> (Program, Vec<Tensor>) {
     let ty = |dims: &[usize]| TensorType::new(dtype, dims.to_vec());
     let mut b = Builder::new();
@@ -374,7 +375,10 @@ fn small_block(dtype: DType) -> (Program, Vec<Tensor>) {
     let l = b.linear(h, w, bias).unwrap();
     let t = b.permute(l, vec![1, 0]).unwrap();
     let m = b.mean(t, Some(vec![0])).unwrap();
-    let p = b.finish(&[s, h, m]).unwrap();
+    // Two products of a stack, the second operand read transposed.
+    let stack = b.reshape(xw, [2, 1, 3]).unwrap();
+    let q = b.batch_matmul(stack, stack, false, true).unwrap();
+    let p = b.finish(&[s, h, m, q]).unwrap();
     let v = catml::ad::vjp(&p).unwrap().program;
     let args = vec![
         value(dtype, [2, 3], 1),
@@ -383,6 +387,7 @@ fn small_block(dtype: DType) -> (Program, Vec<Tensor>) {
         Tensor::full(&ty(&[3]), 1.0),
         Tensor::full(&ty(&[2, 3]), 1.0),
         Tensor::full(&ty(&[2]), 1.0),
+        Tensor::full(&ty(&[2, 1, 1]), 1.0),
     ];
     (v, args)
 }

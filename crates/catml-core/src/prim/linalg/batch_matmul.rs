@@ -11,14 +11,14 @@ use crate::ir::{
     AttrReader, Attrs, Builder, KernelError, Prim, Primitive, Registry, RuleError, TypeError, Var,
 };
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
-use crate::ir::{PermutedKernel, Permutes};
+use crate::ir::{PermutedKernel, Permutes, SliceKernel, SliceOperand};
 use crate::prim::dispatch::{
     arity, eval_float, eval_float_permuted, float_operand, FloatKernel, PermutedFloatKernel,
 };
 use crate::prim::Ops;
 use crate::tensor::alloc;
 use crate::tensor::kernels::{
-    gemm_batched_permuted, gemm_batched_result, matmul_generic, MatRef, MatStack,
+    gemm_batched_permuted, gemm_batched_result, gemm_into, matmul_generic, MatRef, MatStack,
 };
 use crate::tensor::{keeps_last_axis, keeps_last_axis_in_matrix};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
@@ -171,9 +171,40 @@ impl PermutedKernel for BatchMatMul {
     }
 }
 
+impl BatchMatMul {
+    /// The products into `out`, one after another, as `product` computes them without a
+    /// permuted result (each product on its own, by the same GEMM).
+    fn write<T: Float>(&self, x: &[SliceOperand<'_, T>], out: &mut [T]) {
+        let s = self.sizes(x[0].dims, x[1].dims);
+        let (a, b) = (
+            MatStack::new(x[0].data, x[0].dims),
+            MatStack::new(x[1].data, x[1].dims),
+        );
+        for (i, c) in out.chunks_exact_mut((s.m * s.n).max(1)).enumerate() {
+            let (p, q) = self.slices(&a, &b, i);
+            gemm_into(c, p, q, false);
+        }
+    }
+}
+
+impl SliceKernel for BatchMatMul {
+    fn serves(&self, inputs: &[TensorType], output: &TensorType) -> bool {
+        output.dtype.is_float() && inputs.iter().all(|t| t.dtype == output.dtype)
+    }
+    fn slice_f32(&self, x: &[SliceOperand<'_, f32>], out: &mut [f32]) {
+        self.write(x, out)
+    }
+    fn slice_f64(&self, x: &[SliceOperand<'_, f64>], out: &mut [f64]) {
+        self.write(x, out)
+    }
+}
+
 impl Primitive for BatchMatMul {
     fn name(&self) -> &str {
         "batch_matmul"
+    }
+    fn slice_kernel(&self) -> Option<&dyn SliceKernel> {
+        Some(self)
     }
     fn drawing(&self) -> Option<Drawing> {
         Some(Drawing::new(2, draw_batch_matmul))
