@@ -376,11 +376,11 @@ impl Buffers {
 /// For each node, the buffer (named by the value owning it) its kernel writes the result in,
 /// if any ([`Primitive::writes_in_operand`](crate::ir::Primitive::writes_in_operand), or a
 /// fused pass, over an external it reads in blocks): that of an operand of the result's type,
-/// read once by the node (or pass), whose buffer no other operand shares and no value is read in after the
-/// node, so that evaluation hands it over with the only reference to the buffer. Only a
-/// buffer of its own is sure to be that: made by an elementwise kernel or a contraction, and
-/// never read through a permute in place. A constant's or an input's buffer is held
-/// elsewhere, so the plan counts a new buffer there, as the kernel then makes.
+/// read once by the node (or pass), whose buffer no other operand shares and no value is read
+/// in after the node, so that evaluation hands it over with the only reference to the buffer.
+/// Only a buffer of its own is sure to be that: made by an elementwise kernel or a
+/// contraction, and never read through a permute in place. A constant's or an input's buffer
+/// is held elsewhere, so the plan counts a new buffer there, as the kernel then makes.
 fn written_in_operands(
     p: &Program,
     last: &[Option<usize>],

@@ -3,7 +3,7 @@
 //! result is held to the budget of a sum of k + 1 terms (docs/budgets.md), and errors name the
 //! node the interpreter names.
 
-use catml::interp::{self, EvalError, EvalOptions, Executable};
+use catml::interp::{self, EvalError, EvalOptions};
 use catml::ir::{Builder, InputKind, Program, Var};
 use catml::prim::Ops;
 use catml::tensor::{DType, Tensor, TensorType};
@@ -59,7 +59,7 @@ fn a_sum_fed_by_a_product_is_folded_within_the_budget_of_k_plus_one_terms() {
     // order of their own.
     let (m, k, n) = (32, 600, 24);
     let (p, inputs) = product_plus(DType::F32, m, k, n);
-    let exe = Executable::new(p.clone()).unwrap();
+    let exe = crate::support::on_tensors(p.clone()).unwrap();
     assert_eq!(exe.plan().folded_sums(), 1);
     let got = exe.run(&inputs, EvalOptions::default()).unwrap()[0].to_f64_vec();
     let (y, s) = reference(&inputs, m, k, n);
@@ -79,7 +79,7 @@ fn a_sum_fed_by_a_product_is_folded_within_the_budget_of_k_plus_one_terms() {
     // In f64 the folded result agrees with the interpreter's to f64 rounding.
     let (p64, in64) = product_plus(DType::F64, m, k, n);
     let want = interp::eval(&p64, &in64).unwrap()[0].to_f64_vec();
-    let got = Executable::new(p64).unwrap();
+    let got = crate::support::on_tensors(p64).unwrap();
     let got = got.run(&in64, EvalOptions::default()).unwrap()[0].to_f64_vec();
     let gamma64 = 2.0 * terms * f64::EPSILON;
     for e in 0..m * n {
@@ -110,7 +110,7 @@ fn the_tied_block_s_derivative_folds_its_four_sums_of_products() {
     // second added into the first's buffer).
     for dtype in [DType::F32, DType::F64] {
         let (p, inputs) = tied_block_vjp(dtype);
-        let exe = Executable::new(p.clone()).unwrap();
+        let exe = crate::support::on_tensors(p.clone()).unwrap();
         assert_eq!(exe.plan().folded_sums(), 4, "{dtype}");
         let want = interp::eval(&p, &inputs).unwrap();
         let seed = inputs[3].clone();
@@ -136,7 +136,7 @@ fn a_non_finite_product_is_named_as_the_interpreter_names_it() {
     inputs[0] = inputs[0].map_f64(|v| v * 1e30);
     inputs[1] = inputs[1].map_f64(|v| v * 1e30);
     let want = interp::eval(&p, &inputs).unwrap_err();
-    let exe = Executable::new(p).unwrap();
+    let exe = crate::support::on_tensors(p).unwrap();
     let got = exe.run(&inputs, EvalOptions::default()).unwrap_err();
     assert!(
         matches!(&want, EvalError::NonFinite { op, .. } if op == "matmul"),
@@ -170,7 +170,7 @@ fn a_sum_is_not_folded_where_the_product_is_read_again_or_an_output() {
         b.finish(&outs).unwrap()
     };
     for (keep, again, folded) in [(false, false, 1), (true, false, 0), (false, true, 0)] {
-        let exe = Executable::new(build(keep, again)).unwrap();
+        let exe = crate::support::on_tensors(build(keep, again)).unwrap();
         assert_eq!(exe.plan().folded_sums(), folded, "{keep} {again}");
     }
 }
@@ -199,7 +199,7 @@ fn a_product_counts_its_non_finite_values_as_a_scan_would() {
         first: 100 * n,
     };
     assert_eq!(interp::eval(&p, &inputs).unwrap_err(), want);
-    let exe = Executable::new(p).unwrap();
+    let exe = crate::support::on_tensors(p).unwrap();
     assert_eq!(exe.run(&inputs, EvalOptions::default()).unwrap_err(), want);
 }
 

@@ -38,7 +38,7 @@ fn fused_chains_give_the_interpreter_s_values_bit_for_bit() {
         for dtype in [DType::F32, DType::F64] {
             let (p, inputs) = adam_step(dtype, n);
             let want = interp::eval(&p, &inputs).unwrap();
-            let exe = Executable::new(p).unwrap();
+            let exe = crate::support::on_tensors(p).unwrap();
             assert!(
                 exe.plan().fused_passes() >= 3,
                 "{dtype} {n}: m', v' and p' chains"
@@ -58,7 +58,7 @@ fn fused_chains_give_the_interpreter_s_values_bit_for_bit() {
 fn a_fused_pass_never_raises_the_planned_peak() {
     let (p, _) = adam_step(DType::F64, 1000);
     let plain = EvalPlan::new(&p).unwrap();
-    let exe = Executable::new(p).unwrap();
+    let exe = crate::support::on_tensors(p).unwrap();
     assert_eq!(exe.plan().peak(), plain.peak());
 }
 
@@ -97,7 +97,7 @@ fn values_a_pass_no_longer_holds_are_still_read_by_their_other_readers() {
     let p = b.finish(&[q, t]).unwrap();
     let x = values(DType::F64, 5000, 9, 0);
     let want = interp::eval(&p, std::slice::from_ref(&x)).unwrap();
-    let exe = Executable::new(p).unwrap();
+    let exe = crate::support::on_tensors(p).unwrap();
     assert_eq!(exe.plan().fused_passes(), 1, "u, w, y, z and q in one pass");
     assert_eq!(exe.run(&[x], EvalOptions::default()).unwrap(), want);
 }
@@ -105,7 +105,7 @@ fn values_a_pass_no_longer_holds_are_still_read_by_their_other_readers() {
 /// The interpreter's error for `inputs`, which the executable must give too, call after call.
 fn fails_as_the_interpreter(p: Program, inputs: &[Tensor]) -> EvalError {
     let want = interp::eval(&p, inputs).unwrap_err();
-    let exe = Executable::new(p).unwrap();
+    let exe = crate::support::on_tensors(p).unwrap();
     assert!(exe.plan().fused_passes() > 0);
     for _ in 0..2 {
         assert_eq!(exe.run(inputs, EvalOptions::default()).unwrap_err(), want);
@@ -223,7 +223,7 @@ fn unchecked_passes_let_non_finite_values_flow_as_the_interpreter_does() {
             .collect()
     };
     let want = bits(interp::eval_with_options(&p, &inputs, unchecked).unwrap());
-    let exe = Executable::new(p).unwrap();
+    let exe = crate::support::on_tensors(p).unwrap();
     assert_eq!(bits(exe.run(&inputs, unchecked).unwrap()), want);
 }
 
@@ -233,7 +233,7 @@ fn conventions_met_inside_a_pass_are_reported_as_the_interpreter_reports_them() 
     let (want, report) = interp::eval_with_report(&p, &inputs).unwrap();
     assert_eq!(report.conventions.len(), 1, "relu at the zeros of g");
     assert!(report.conventions[0].elements >= 3);
-    let exe = Executable::new(p).unwrap();
+    let exe = crate::support::on_tensors(p).unwrap();
     let (got, got_report) = exe
         .run_with_report(&inputs, EvalOptions::default())
         .unwrap();
@@ -283,7 +283,7 @@ fn broadcasts_into_a_chain_repeat_their_operand_in_the_pass() {
         let y = b.tanh(y).unwrap();
         let p = b.finish(&[y]).unwrap();
         let want = interp::eval(&p, &inputs).unwrap();
-        let exe = Executable::new(p).unwrap();
+        let exe = crate::support::on_tensors(p).unwrap();
         // Eleven nodes join, and a pass holds at most eight: two passes.
         assert_eq!(exe.plan().fused_passes(), 2);
         assert_eq!(
@@ -309,7 +309,7 @@ fn a_fused_pass_writes_its_root_in_its_dying_operand_s_buffer() {
         let e = b.exp(a).unwrap();
         let y = b.mul(e, x).unwrap();
         let p = b.finish(&[y]).unwrap();
-        let exe = Executable::new(p.clone()).unwrap();
+        let exe = crate::support::on_tensors(p.clone()).unwrap();
         assert_eq!(exe.plan().fused_passes(), 1);
         assert_eq!(exe.plan().fused_in_place(), 1);
         let square = |scale: f64| {

@@ -70,7 +70,7 @@ fn attention_reads_and_writes_its_head_permutes_in_place_bit_for_bit() {
                 // more: its cotangent of Y read in place, those of Q, K and V written so.
                 for ((p, inputs), in_place) in programs.into_iter().zip([4, 8]) {
                     let want = interp::eval(&p, &inputs).unwrap();
-                    let exe = Executable::new(p).unwrap();
+                    let exe = crate::support::on_tensors(p).unwrap();
                     assert_eq!(exe.plan().permutes_in_place(), in_place, "{dtype} {t}");
                     for _ in 0..2 {
                         let got = exe.run(&inputs, EvalOptions::default()).unwrap();
@@ -136,7 +136,7 @@ fn a_plan_of_another_program_with_the_same_counts_is_refused() {
 fn non_finite_values_are_reported_where_the_interpreter_reports_them() {
     // A permute of an input is still copied and checked: an infinity in x is the permute's.
     let p = permuted_product(false, false);
-    let exe = Executable::new(p.clone()).unwrap();
+    let exe = crate::support::on_tensors(p.clone()).unwrap();
     assert_eq!(
         exe.plan().permutes_in_place(),
         1,
@@ -155,7 +155,7 @@ fn non_finite_values_are_reported_where_the_interpreter_reports_them() {
     // A product overflowing, written permuted: the error names the product and the element
     // in its own layout.
     let p = permuted_product(false, true);
-    let exe = Executable::new(p.clone()).unwrap();
+    let exe = crate::support::on_tensors(p.clone()).unwrap();
     // exp(0) = 1 everywhere, and y's column 2 of batch 1 sums to 4e308 in each row: element
     // (1, i, 2) of the product, first at 17 in its own layout (7 in the permuted one).
     let x = Tensor::f64([3, 3, 4], vec![0.0; 36]).unwrap();
@@ -199,7 +199,7 @@ fn transposes_feeding_products_are_read_in_place_bit_for_bit() {
                 values(dtype, &[2, 3, m, k], 2),
                 values(dtype, &[2, 3, n, k], 3),
             ];
-            let exe = Executable::new(p.clone()).unwrap();
+            let exe = crate::support::on_tensors(p.clone()).unwrap();
             assert_eq!(exe.plan().permutes_in_place(), 2, "{dtype} {m}x{k}x{n}");
             assert_eq!(
                 exe.run(&inputs, EvalOptions::default()).unwrap(),

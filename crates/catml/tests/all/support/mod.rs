@@ -115,3 +115,14 @@ pub fn unit(p: &Program) -> f64 {
 pub fn flat(ts: &[Tensor]) -> Vec<f64> {
     ts.iter().flat_map(Tensor::to_f64_vec).collect()
 }
+
+/// The executable `Executable::new` makes of `p` (its plan folds sums, fuses passes and reads
+/// permutes in place), evaluating on tensors even where `new` would run a small program in one
+/// buffer: for tests of those plans' evaluation.
+pub fn on_tensors(p: Program) -> Result<catml::interp::Executable, catml::interp::EvalError> {
+    let plan = catml::interp::EvalPlan::new(&p)?
+        .folding_sums(&p)
+        .fusing_passes(&p)
+        .permuting_in_place(&p);
+    catml::interp::Executable::with_plan(p, plan)
+}
