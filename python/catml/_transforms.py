@@ -214,7 +214,8 @@ class Program:
         return self._p.params()
 
     def cost(self) -> dict:
-        """Flops, bytes read and written, and peak live bytes of one evaluation."""
+        """Flops, bytes read and written, and peak live bytes of one evaluation (by the
+        interpreter, and by an executable, whose fused passes hold fewer values)."""
         return self._p.cost()
 
     @property

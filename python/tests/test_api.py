@@ -22,6 +22,7 @@ def test_trace_program_texts_and_analyses():
     assert p.params()["total"] == 0
     cost = p.cost()
     assert cost["flops_by_op"]["matmul"] == 2 * 4 * 3 * 2
+    assert 0 < cost["executable_peak_live_bytes"] <= cost["peak_live_bytes"]
     np.testing.assert_allclose(p.eval(np.ones((3, 2)), np.ones((4, 3))), 8 * np.tanh(3.0))
     assert [i[0] for i in p.inputs] == ["w", "x"]
 

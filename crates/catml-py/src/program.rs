@@ -274,6 +274,7 @@ impl PyProgram {
         d.set_item("bytes_read", c.bytes_read)?;
         d.set_item("bytes_written", c.bytes_written)?;
         d.set_item("peak_live_bytes", c.peak_live_bytes)?;
+        d.set_item("executable_peak_live_bytes", c.executable_peak_live_bytes)?;
         d.set_item("flops_by_op", c.flops_by_op.into_pyobject(py)?)?;
         Ok(d)
     }

@@ -14,6 +14,10 @@ pub struct Cost {
     /// ([`EvalPlan::peak`](super::EvalPlan::peak), which evaluation checks against the
     /// memory budget).
     pub peak_live_bytes: u64,
+    /// The same peak for an [`Executable`](super::Executable) of the program, whose folded
+    /// sums, fused passes and permutes read in place hold fewer values
+    /// ([`EvalPlan::compiled`](super::EvalPlan::compiled)).
+    pub executable_peak_live_bytes: u64,
     pub flops_by_op: BTreeMap<String, u64>,
 }
 
@@ -24,10 +28,16 @@ pub fn cost(p: &Program) -> Cost {
         bytes_read: 0,
         bytes_written: 0,
         peak_live_bytes: 0,
+        executable_peak_live_bytes: 0,
         flops_by_op: BTreeMap::new(),
     };
     let bytes = |v: crate::ir::Var| p.ty(v).bytes() as u64;
-    c.peak_live_bytes = super::plan::peak_of(p, &super::plan::dying(p), &[]).bytes;
+    c.peak_live_bytes = super::plan::peak_of(p, &super::plan::dying(p), &[], &[]).bytes;
+    // A node too large to evaluate has no plan: the executable's peak is then the plain one.
+    c.executable_peak_live_bytes = match super::EvalPlan::new(p) {
+        Ok(plan) => plan.compiled(p).peak().bytes,
+        Err(_) => c.peak_live_bytes,
+    };
     for n in p.nodes() {
         let in_types: Vec<_> = n.operands.iter().map(|&o| p.ty(o).clone()).collect();
         let f = n.prim.flops(&in_types, &n.ty);

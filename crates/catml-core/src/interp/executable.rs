@@ -2,7 +2,7 @@
 //! between calls so that a call with the same shapes allocates no value buffer
 //! (`docs/memory.md`).
 
-use std::sync::{Mutex, TryLockError};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 
 use super::arena::{Arena, ArenaPlan};
 use super::budget::budget_for;
@@ -20,11 +20,12 @@ struct Reuse {
     arena: Option<Arena>,
 }
 
-/// Nothing yet for `plan`'s program, with a pool that keeps at most the plan's peak (free
-/// buffers beyond it would never all be needed at once), and a buffer for `arena`'s plan.
+/// Nothing yet for `plan`'s program, with a pool that learns from the first call which values
+/// can share buffers and keeps at most the plan's peak until then, and a buffer for `arena`'s
+/// plan.
 fn empty_reuse(plan: &EvalPlan, program: &Program, arena: Option<&ArenaPlan>) -> Reuse {
     Reuse {
-        pool: BufferPool::new(usize::try_from(plan.peak().bytes).unwrap_or(usize::MAX)),
+        pool: BufferPool::sharing(usize::try_from(plan.peak().bytes).unwrap_or(usize::MAX)),
         env: Vec::new(),
         arena: arena.and_then(|a| a.buffer(program)),
     }
@@ -104,11 +105,7 @@ impl Executable {
     /// ([`EvalPlan::new`]).
     pub fn new(program: Program) -> Result<Executable, EvalError> {
         let plain = EvalPlan::new(&program)?;
-        let plan = plain
-            .clone()
-            .folding_sums(&program)
-            .fusing_passes(&program)
-            .permuting_in_place(&program);
+        let plan = plain.clone().compiled(&program);
         let arena = ArenaPlan::new(&program);
         Ok(Executable::planned(program, plan, plain, arena))
     }
@@ -215,6 +212,24 @@ impl Executable {
         self.call_here(inputs, options, report, results)
     }
 
+    /// The bytes of free buffers a call's pool may keep besides its live values: all the
+    /// buffers of a pool that shares them, where those and the inputs fit in the budget (the
+    /// live values are then in those buffers too); otherwise what the budget leaves above the
+    /// peak, and at most the peak.
+    fn kept_bytes(&self, pool: &BufferPool, budget: u64) -> usize {
+        let peak = self.plan.peak().bytes;
+        let inputs: u64 = self
+            .program
+            .inputs()
+            .iter()
+            .map(|i| i.ty.bytes() as u64)
+            .sum();
+        let shared =
+            (pool.shared_bytes().map(|b| b as u64)).filter(|&b| b.saturating_add(inputs) <= budget);
+        let kept = shared.unwrap_or(peak.min(budget.saturating_sub(peak)));
+        usize::try_from(kept).unwrap_or(usize::MAX)
+    }
+
     /// One evaluation on the plan, on this thread. A folded sum is checked where its product
     /// runs, and a fused pass where its last node runs, so after a non-finite value or a
     /// kernel's error the call is made again on the plain plan: the error then names the node
@@ -234,14 +249,15 @@ impl Executable {
             memory_budget: Some(budget),
             ..options
         };
-        let keep = usize::try_from(peak.min(budget.saturating_sub(peak))).unwrap_or(usize::MAX);
         if report.is_none() {
-            if let Some(()) = self.in_arena(inputs, options, keep, results) {
+            if let Some(()) = self.in_arena(inputs, options, budget, results) {
                 return Ok(());
             }
         }
+        // Only a call on the executable's own plan teaches the pool what calls ask for.
         let once = |plan: &EvalPlan, report: Option<&mut EvalReport>, results: &mut Vec<_>| {
-            self.pooled(Some(keep), |env| {
+            let learn = std::ptr::eq(plan, &self.plan);
+            self.pooled(budget, learn, |env| {
                 run_into(
                     &self.program,
                     PlanOf::Own(plan),
@@ -272,24 +288,30 @@ impl Executable {
         &self,
         inputs: &[Tensor],
         options: EvalOptions,
-        keep: usize,
+        budget: u64,
         results: &mut Vec<Tensor>,
     ) -> Option<()> {
         let plan = self.arena.as_ref()?;
         let mut reuse = self.reuse.try_lock().ok()?;
         let Reuse { pool, arena, .. } = &mut *reuse;
         let arena = arena.as_mut()?;
-        pool.limit_to(keep);
+        pool.limit_to(self.kept_bytes(pool, budget));
         // Over the budget, the call on tensors gives the error, after its checks of the inputs.
         (self.plan.check_budget(&self.program, options.memory_budget)).ok()?;
         let check = options.check_non_finite;
-        pool.activate(|| plan.run(&self.program, arena, inputs, check, results))
+        pool.begin_call();
+        let done = pool.activate(|| plan.run(&self.program, arena, inputs, check, results));
+        pool.end_call(done.is_some());
+        done
     }
 
     /// Hands values back (results of an earlier call, once read) so that their buffers serve
     /// the next call. A value still shared elsewhere is simply dropped.
     pub fn recycle(&self, values: impl IntoIterator<Item = Tensor>) {
-        self.pooled(None, |_| values.into_iter().for_each(drop))
+        match self.reuse() {
+            Some(mut reuse) => reuse.pool.activate(|| values.into_iter().for_each(drop)),
+            None => values.into_iter().for_each(drop),
+        }
     }
 
     /// Bytes of free buffers kept for the next call.
@@ -301,24 +323,46 @@ impl Executable {
             .held_bytes()
     }
 
-    /// Runs `f` with the pool active on this thread (holding at most `keep` bytes, if given)
-    /// and the kept list of values, unless another call holds them (then with none).
-    fn pooled<R>(&self, keep: Option<usize>, f: impl FnOnce(&mut Vec<Option<Tensor>>) -> R) -> R {
-        let mut reuse = match self.reuse.try_lock() {
-            Ok(reuse) => reuse,
+    /// The bytes of all the buffers calls share, once the first call has taught the pool
+    /// which values can share one (`docs/memory.md`, "Executables"); `None` before.
+    pub fn shared_bytes(&self) -> Option<usize> {
+        (self.reuse.lock().unwrap_or_else(|held| held.into_inner()))
+            .pool
+            .shared_bytes()
+    }
+
+    /// What calls left behind, unless another call holds it now.
+    fn reuse(&self) -> Option<MutexGuard<'_, Reuse>> {
+        match self.reuse.try_lock() {
+            Ok(reuse) => Some(reuse),
             // A call that panicked left the pool whole (`activate` restores it on unwind), and
             // perhaps values in the list, which go.
             Err(TryLockError::Poisoned(held)) => {
                 let mut reuse = held.into_inner();
                 reuse.env.clear();
-                reuse
+                Some(reuse)
             }
-            Err(TryLockError::WouldBlock) => return f(&mut Vec::new()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Runs a call `f` with the pool active on this thread and the kept list of values, unless
+    /// another call holds them (then with none). The pool keeps what the call's `budget`
+    /// allows ([`kept_bytes`](Self::kept_bytes)), and learns from the call when `learn`.
+    fn pooled(
+        &self,
+        budget: u64,
+        learn: bool,
+        f: impl FnOnce(&mut Vec<Option<Tensor>>) -> Result<(), EvalError>,
+    ) -> Result<(), EvalError> {
+        let Some(mut reuse) = self.reuse() else {
+            return f(&mut Vec::new());
         };
         let Reuse { pool, env, .. } = &mut *reuse;
-        if let Some(keep) = keep {
-            pool.limit_to(keep);
-        }
-        pool.activate(|| f(env))
+        pool.limit_to(self.kept_bytes(pool, budget));
+        pool.begin_call();
+        let done = pool.activate(|| f(env));
+        pool.end_call(learn && done.is_ok());
+        done
     }
 }

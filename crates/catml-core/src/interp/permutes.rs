@@ -37,13 +37,10 @@ fn run_of<'a>(runs: &'a mut [Option<PermutedRun>], p: &Program, i: usize) -> &'a
 }
 
 /// Rewrites `steps` (each node's `Step::Eval` so far, or another step left as it is) to read
-/// and write permutes in place, extending each read-in-place permute's operand to the
-/// permute's last reader in `last`; returns the runs that `Step::Permuted` names.
-pub(crate) fn permute_in_place(
-    p: &Program,
-    steps: &mut [Step],
-    last: &mut [Option<usize>],
-) -> Vec<PermutedRun> {
+/// and write permutes in place; returns the runs that `Step::Permuted` names. A permute read
+/// in place holds its operand's buffer as its own value, so that the operand's value itself
+/// goes where it dies, at the latest at the permute.
+pub(crate) fn permute_in_place(p: &Program, steps: &mut [Step]) -> Vec<PermutedRun> {
     let n_in = p.n_inputs();
     let nodes = p.nodes();
     let mut readers: Vec<Vec<(usize, usize)>> = vec![Vec::new(); p.n_vars()];
@@ -97,9 +94,6 @@ pub(crate) fn permute_in_place(
             run_of(&mut runs, p, r).operands[k] = Some(perm.to_vec());
         }
         steps[i] = Step::View;
-        if let (Some(held), Some(read)) = (last[source.index()], last[n_in + i]) {
-            last[source.index()] = Some(held.max(read));
-        }
     }
     let mut made = Vec::new();
     for (i, r) in runs.into_iter().enumerate() {

@@ -67,7 +67,11 @@ pub struct Peak {
 pub struct EvalPlan {
     /// The node after which each value is dropped; `None` for outputs and unread values.
     pub(crate) last: Vec<Option<usize>>,
+    /// The peak of live bytes evaluating by this plan.
     peak: Peak,
+    /// The peak evaluating every node's kernel in order (`EvalPlan::new`'s), to refuse a plan
+    /// made for another program.
+    plain_peak: Peak,
     /// The program's input, node and operand counts, to refuse a plan made for another.
     shape: (usize, usize, usize),
     /// What to do at each node, when sums are folded (`fold.rs`) or passes fused (`fuse.rs`);
@@ -100,8 +104,10 @@ impl EvalPlan {
             }
         }
         let last = dying(p);
+        let peak = peak_of(p, &last, &[], &[]);
         Ok(EvalPlan {
-            peak: peak_of(p, &last, &[]),
+            peak,
+            plain_peak: peak,
             last,
             shape: shape_of(p),
             steps: Vec::new(),
@@ -118,6 +124,7 @@ impl EvalPlan {
     pub fn folding_sums(mut self, p: &Program) -> EvalPlan {
         if self.fits(p) {
             self.steps = fold_sums(p, &self.last);
+            self.peak = peak_of(p, &self.last, &self.steps, &self.groups);
         }
         self
     }
@@ -148,6 +155,12 @@ impl EvalPlan {
             return self;
         };
         let mut groups = fuse_groups(p, &mut steps, &mut last);
+        // A folded product takes its addend's buffer only where the sum is its last reader.
+        for step in &mut steps {
+            if let Step::AddInto { addend, take, sum } = step {
+                *take &= last[addend.index()] == Some(*sum);
+            }
+        }
         let buffers = Buffers::of(p, &last, &steps);
         let reused = written_in_operands(p, &last, &steps, &groups, &buffers);
         // A pass writes its root in the external whose buffer no other value needs, if any.
@@ -157,17 +170,13 @@ impl EvalPlan {
                 (group.externals.iter()).position(|e| buffers.owner[e.index()] == Some(b))
             });
         }
-        if groups.is_empty() || peak_with(p, &steps, &buffers, &reused).bytes > self.peak.bytes {
+        let peak = peak_with(p, &steps, &buffers, &reused);
+        if groups.is_empty() || peak.bytes > self.peak.bytes {
             return self;
-        }
-        // A folded product takes its addend's buffer only where the sum is its last reader.
-        for step in &mut steps {
-            if let Step::AddInto { addend, take, sum } = step {
-                *take &= last[addend.index()] == Some(*sum);
-            }
         }
         EvalPlan {
             last,
+            peak,
             steps,
             groups,
             ..self
@@ -202,19 +211,41 @@ impl EvalPlan {
     /// assert_eq!(y, eval(&p, &inputs).unwrap());
     /// ```
     pub fn permuting_in_place(self, p: &Program) -> EvalPlan {
-        let Some((mut steps, mut last)) = self.to_rewrite(p) else {
+        let Some((mut steps, _)) = self.to_rewrite(p) else {
             return self;
         };
-        let permuted = permute_in_place(p, &mut steps, &mut last);
+        let permuted = permute_in_place(p, &mut steps);
         if permuted.is_empty() {
             return self;
         }
         EvalPlan {
-            last,
+            peak: peak_of(p, &self.last, &steps, &self.groups),
             steps,
             permuted,
             ..self
         }
+    }
+
+    /// This plan of `p` with sums folded, passes fused and permutes read and written in place,
+    /// as [`Executable::new`](super::Executable::new) plans; its peak is an executable's.
+    ///
+    /// ```
+    /// use catml_core::interp::EvalPlan;
+    /// use catml_core::ir::json;
+    /// use catml_core::prim::builtins;
+    ///
+    /// let text = r#"{"format": "lensir-module/1", "inputs": [{"name": "x", "shape": [4]}],
+    ///     "nodes": [{"name": "e", "op": "exp", "operands": ["x"]},
+    ///               {"name": "y", "op": "tanh", "operands": ["e"]}], "outputs": ["y"]}"#;
+    /// let p = json::from_str(text, builtins()).unwrap();
+    /// let plain = EvalPlan::new(&p).unwrap();
+    /// assert_eq!(plain.peak().bytes, 64); // x, and e, whose buffer tanh writes y in
+    /// let compiled = plain.compiled(&p);
+    /// assert_eq!(compiled.fused_passes(), 1); // e is never held
+    /// assert_eq!(compiled.peak().bytes, 64); // x and y
+    /// ```
+    pub fn compiled(self, p: &Program) -> EvalPlan {
+        self.folding_sums(p).fusing_passes(p).permuting_in_place(p)
     }
 
     /// Each node's step and each value's last reader, for a pass to rewrite; `None` when this
@@ -265,7 +296,7 @@ impl EvalPlan {
             && self.last.len() == p.n_vars()
             && steps_fit(&self.steps, p)
             && permutes_fit(&self.steps, &self.permuted, p)
-            && self.peak == peak_of(p, &dying(p), &[])
+            && self.plain_peak == peak_of(p, &dying(p), &[], &[])
     }
 
     /// Refuses the plan when its peak exceeds the budget (`per_call`, else the process's).
@@ -299,9 +330,14 @@ pub(crate) fn dying(p: &Program) -> Vec<Option<usize>> {
 /// Inputs held throughout; each node's result added when made (none for a node inside a fused
 /// pass, one writing in a dying operand's buffer, or one whose result is an operand's buffer or
 /// the program's) and dropped after the last reader of every value in its buffer.
-pub(crate) fn peak_of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Peak {
+pub(crate) fn peak_of(
+    p: &Program,
+    last: &[Option<usize>],
+    steps: &[Step],
+    groups: &[Group],
+) -> Peak {
     let buffers = Buffers::of(p, last, steps);
-    let reused = written_in_operands(p, last, steps, &[], &buffers);
+    let reused = written_in_operands(p, last, steps, groups, &buffers);
     peak_with(p, steps, &buffers, &reused)
 }
 
@@ -310,9 +346,13 @@ fn peak_with(p: &Program, steps: &[Step], buffers: &Buffers, reused: &[Option<us
     let n_in = p.n_inputs();
     let held = |i: usize| !matches!(steps.get(i), Some(Step::Within | Step::View));
     let bytes = |v: usize| p.ty(Var(v as u32)).bytes() as u64;
-    let mut freed = vec![0u64; p.n_nodes()];
+    let (mut made, mut freed) = (vec![0u64; p.n_nodes()], vec![0u64; p.n_nodes()]);
     for v in n_in..p.n_vars() {
         let own = buffers.owner[v] == Some(v) && held(v - n_in);
+        let at = buffers.made_at[v];
+        if own && reused[at].is_none() {
+            made[at] = made[at].saturating_add(bytes(v));
+        }
         if let Some(i) = buffers.dies[v].filter(|&i| own && reused[i] != Some(v)) {
             freed[i] = freed[i].saturating_add(bytes(v));
         }
@@ -322,10 +362,8 @@ fn peak_with(p: &Program, steps: &[Step], buffers: &Buffers, reused: &[Option<us
         bytes: live,
         node: None,
     };
-    for (i, n) in p.nodes().iter().enumerate() {
-        if held(i) && reused[i].is_none() && buffers.owner[n_in + i] == Some(n_in + i) {
-            live = live.saturating_add(n.ty.bytes() as u64);
-        }
+    for i in 0..p.n_nodes() {
+        live = live.saturating_add(made[i]);
         if live > peak.bytes {
             peak = Peak {
                 bytes: live,
@@ -340,9 +378,13 @@ fn peak_with(p: &Program, steps: &[Step], buffers: &Buffers, reused: &[Option<us
 /// Which buffer each value's elements are in, and when each buffer goes.
 struct Buffers {
     /// The value whose buffer holds each value's elements: itself, an operand it shares
-    /// ([`ResultStorage::Operand`], or a permute read in place; followed back), or `None`: the
-    /// program's.
+    /// ([`ResultStorage::Operand`], a permute read in place, or a folded sum's addend taken;
+    /// followed back), or `None`: the program's, or no buffer, for a node that makes another
+    /// value in place of its own (a folded product, or a kernel writing a permute).
     owner: Vec<Option<usize>>,
+    /// The node whose kernel makes each value's buffer: its own, or the folded product or the
+    /// kernel writing the permute that makes it.
+    made_at: Vec<usize>,
     /// For a value owning its buffer, the node after which no value in it is read again;
     /// `None` when one of them is an output or never read (held to the end).
     dies: Vec<Option<usize>>,
@@ -351,16 +393,50 @@ struct Buffers {
 impl Buffers {
     fn of(p: &Program, last: &[Option<usize>], steps: &[Step]) -> Buffers {
         let n_in = p.n_inputs();
+        let nodes = p.nodes();
+        // The node making each node's value in place of the value's own node.
+        let mut maker: Vec<Option<usize>> = vec![None; nodes.len()];
+        for (i, step) in steps.iter().enumerate() {
+            match *step {
+                Step::AddInto { sum, .. } => maker[sum] = Some(i),
+                Step::Written => maker[i] = nodes[i].operands[0].index().checked_sub(n_in),
+                _ => {}
+            }
+        }
+        let makes_another: Vec<bool> = {
+            let mut m = vec![false; nodes.len()];
+            maker.iter().flatten().for_each(|&j| m[j] = true);
+            m
+        };
         let mut owner: Vec<Option<usize>> = (0..n_in).map(Some).collect();
-        for (i, n) in p.nodes().iter().enumerate() {
+        let mut made_at: Vec<usize> = vec![0; n_in];
+        for (i, n) in nodes.iter().enumerate() {
+            made_at.push(maker[i].unwrap_or(i));
             let storage = match steps.get(i) {
                 Some(Step::View) => ResultStorage::Operand,
                 _ => n.prim.result_storage(),
             };
-            owner.push(match storage {
+            let own = match storage {
                 ResultStorage::Own => Some(n_in + i),
                 ResultStorage::Operand => n.operands.first().and_then(|o| owner[o.index()]),
                 ResultStorage::Program => None,
+            };
+            // A folded product taking its addend's buffer adds into it; one copying it makes a
+            // buffer for the sum.
+            let taken = maker[i].and_then(|j| match steps[j] {
+                Step::AddInto {
+                    addend, take: true, ..
+                } => owner[addend.index()].filter(|&b| {
+                    let sole = (n_in..n_in + i).all(|v| {
+                        v == addend.index() || owner[v] != Some(b) || last[v].is_some_and(|l| l < j)
+                    });
+                    b >= n_in && own_buffer(&*nodes[b - n_in].prim) && sole
+                }),
+                _ => None,
+            });
+            owner.push(match makes_another[i] {
+                true => None,
+                false => taken.or(own),
             });
         }
         let mut dies = last.to_vec();
@@ -369,7 +445,11 @@ impl Buffers {
                 dies[o] = dies[o].zip(last[v]).map(|(a, b)| a.max(b));
             }
         }
-        Buffers { owner, dies }
+        Buffers {
+            owner,
+            made_at,
+            dies,
+        }
     }
 }
 

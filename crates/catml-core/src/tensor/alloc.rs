@@ -24,14 +24,17 @@ fn error<T>(n: usize) -> AllocError {
     AllocError { bytes }
 }
 
-/// An empty vector with room for exactly `n` elements, from the active
-/// [`BufferPool`](super::BufferPool) when it holds a buffer of that size.
+/// An empty vector with room for `n` elements, from the active
+/// [`BufferPool`](super::BufferPool) when it holds a buffer for them. Its capacity is exactly
+/// `n`, unless the pool shares buffers between values of different sizes.
 pub fn with_capacity<T>(n: usize) -> Result<Vec<T>, AllocError> {
-    if let Some(v) = super::pool::take(n) {
-        return Ok(v);
-    }
+    let capacity = match super::pool::take(n) {
+        Ok(v) => return Ok(v),
+        Err(capacity) => capacity,
+    };
     let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| error::<T>(n))?;
+    v.try_reserve_exact(capacity)
+        .map_err(|_| error::<T>(capacity))?;
     Ok(v)
 }
 

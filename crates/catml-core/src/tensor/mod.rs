@@ -20,6 +20,7 @@ mod params_math;
 mod pool;
 mod rational;
 mod shape;
+mod shared_buffers;
 mod stored;
 
 pub use array::{Array, Tensor, TensorError};

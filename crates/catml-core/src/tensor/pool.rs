@@ -1,9 +1,10 @@
 //! Recycled buffers: while a [`BufferPool`] is active on a thread, a value buffer dropped there
 //! goes into the pool instead of back to the allocator, and [`alloc`](super::alloc) takes a
-//! buffer of exactly the size asked for from the pool before asking the allocator. An
-//! [`Executable`](crate::interp::Executable) keeps one pool across its calls, so that a program
-//! evaluated again with the same shapes finds every buffer it needs already made
-//! (`docs/memory.md`).
+//! buffer of the size asked for from the pool before asking the allocator; a pool that shares
+//! buffers gives a request the size it learnt from a traced call instead
+//! (`shared_buffers.rs`). An [`Executable`](crate::interp::Executable) keeps one pool across
+//! its calls, so that a program evaluated again with the same shapes finds every buffer it
+//! needs already made (`docs/memory.md`).
 //!
 //! ```
 //! use catml_core::tensor::{alloc, BufferPool, Tensor};
@@ -24,6 +25,8 @@ use std::alloc::Layout;
 use std::cell::RefCell;
 use std::ptr::NonNull;
 use std::sync::Arc;
+
+use super::shared_buffers::{SharedBuffers, Trace};
 
 /// A free buffer: memory the global allocator gave out with `layout`, holding no elements.
 struct Free {
@@ -99,6 +102,20 @@ pub struct BufferPool {
     held: usize,
     limit: usize,
     shells: Vec<Shell>,
+    sharing: Sharing,
+}
+
+/// How a pool chooses buffer sizes: as asked, or by what it learnt from a call.
+#[derive(Debug)]
+enum Sharing {
+    /// Every buffer is of the size asked for.
+    Off,
+    /// A call is traced; the pool keeps nothing meanwhile, so that the call holds its live
+    /// values only.
+    Tracing(Trace),
+    /// Request `next` of the call gets the buffer size the traced call's
+    /// [`SharedBuffers`] give it; only buffers of those sizes are kept.
+    Following { buffers: SharedBuffers, next: usize },
 }
 
 impl std::fmt::Debug for BufferPool {
@@ -108,6 +125,7 @@ impl std::fmt::Debug for BufferPool {
             .field("held", &self.held)
             .field("limit", &self.limit)
             .field("shells", &self.shells.len())
+            .field("sharing", &self.sharing)
             .finish()
     }
 }
@@ -129,6 +147,46 @@ impl BufferPool {
             held: 0,
             limit,
             shells: Vec::new(),
+            sharing: Sharing::Off,
+        }
+    }
+
+    /// An empty pool that learns from a call which values can share a buffer
+    /// ([`begin_call`](Self::begin_call), [`end_call`](Self::end_call)): later calls that ask
+    /// for the same buffers in the same order get buffers shared by values whose lifetimes do
+    /// not overlap, whatever their sizes, so that they need little more than their peak of
+    /// live bytes (`docs/memory.md`, "Executables").
+    pub fn sharing(limit: usize) -> BufferPool {
+        BufferPool {
+            sharing: Sharing::Tracing(Trace::default()),
+            ..BufferPool::new(limit)
+        }
+    }
+
+    /// A call starts: a pool learning traces it afresh, one that has learnt counts its requests
+    /// from the first.
+    pub fn begin_call(&mut self) {
+        match &mut self.sharing {
+            Sharing::Off => {}
+            Sharing::Tracing(trace) => *trace = Trace::default(),
+            Sharing::Following { next, .. } => *next = 0,
+        }
+    }
+
+    /// The call begun last ended; when `learn`, a pool tracing it learns from it which values
+    /// can share buffers.
+    pub fn end_call(&mut self, learn: bool) {
+        if let (Sharing::Tracing(trace), true) = (&self.sharing, learn) {
+            let buffers = trace.shared();
+            self.sharing = Sharing::Following { buffers, next: 0 };
+        }
+    }
+
+    /// The bytes of all the buffers a pool that has learnt from a call makes for one.
+    pub fn shared_bytes(&self) -> Option<usize> {
+        match &self.sharing {
+            Sharing::Following { buffers, .. } => Some(buffers.total()),
+            _ => None,
         }
     }
 
@@ -171,6 +229,34 @@ impl BufferPool {
         f()
     }
 
+    /// A free buffer for `n` elements of `T` (its capacity in elements, which may be more, when
+    /// the pool shares buffers), or the capacity to allocate.
+    fn take_for<T>(&mut self, layout: Layout, n: usize) -> Result<(NonNull<u8>, usize), usize> {
+        let elem = std::mem::size_of::<T>();
+        let layout = match &mut self.sharing {
+            Sharing::Off => layout,
+            // Traced buffers are made here, so that their addresses are known.
+            Sharing::Tracing(trace) => {
+                // SAFETY: the layout's size is not zero (`take`).
+                let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) }).ok_or(n)?;
+                trace.made(layout, elem, ptr.as_ptr() as usize);
+                return Ok((ptr, n));
+            }
+            // A pool that cannot keep every shared buffer makes buffers of the size asked: a
+            // larger one would only hold more.
+            Sharing::Following { buffers, next } => {
+                let size = buffers.size_for(*next, layout, elem);
+                *next += 1;
+                let size = size
+                    .filter(|_| buffers.total() <= self.limit)
+                    .unwrap_or(layout.size());
+                Layout::from_size_align(size, layout.align()).map_err(|_| n)?
+            }
+        };
+        let n = layout.size() / elem;
+        self.take(layout).map(|ptr| (ptr, n)).ok_or(n)
+    }
+
     fn take(&mut self, layout: Layout) -> Option<NonNull<u8>> {
         let at = self.free.iter().rposition(|b| b.layout == layout)?;
         let free = self.free.swap_remove(at);
@@ -180,27 +266,44 @@ impl BufferPool {
         Some(ptr)
     }
 
-    /// Keeps `free`, or deallocates it when it would take the pool past its limit.
+    /// Keeps `free`, or deallocates it when it would take the pool past its limit, or is
+    /// not of a size the pool makes when it shares buffers.
     fn give(&mut self, free: Free) {
         let size = free.layout.size();
-        if self.held + size <= self.limit {
+        let kept = match &mut self.sharing {
+            Sharing::Off => true,
+            Sharing::Tracing(trace) => {
+                trace.returned(free.ptr.as_ptr() as usize);
+                false
+            }
+            Sharing::Following { buffers, .. } => buffers.serves(free.layout),
+        };
+        if kept && self.held + size <= self.limit {
             self.held += size;
             self.free.push(free);
         }
     }
 }
 
-/// An empty vector with room for exactly `n` elements from the active pool, if it holds a
-/// buffer of that size.
-pub(crate) fn take<T>(n: usize) -> Option<Vec<T>> {
-    let layout = Layout::array::<T>(n).ok().filter(|l| l.size() > 0)?;
-    let ptr = ACTIVE
-        .try_with(|a| a.try_borrow_mut().ok()?.as_mut()?.take(layout))
-        .ok()??;
-    // SAFETY: the buffer was allocated by the global allocator with the layout of `n`
+/// An empty vector with room for at least `n` elements from the active pool, if it holds a
+/// buffer for them; otherwise the capacity to allocate: `n`, or more where the pool shares
+/// buffers between values of different sizes.
+pub(crate) fn take<T>(n: usize) -> Result<Vec<T>, usize> {
+    let Some(layout) = Layout::array::<T>(n).ok().filter(|l| l.size() > 0) else {
+        return Err(n);
+    };
+    let (ptr, capacity) = ACTIVE
+        .try_with(
+            |a| match a.try_borrow_mut().ok().as_mut().and_then(|s| s.as_mut()) {
+                Some(pool) => pool.take_for::<T>(layout, n),
+                None => Err(n),
+            },
+        )
+        .unwrap_or(Err(n))?;
+    // SAFETY: the buffer was allocated by the global allocator with the layout of `capacity`
     // elements of `T` (equal size and alignment), holds no elements, and is owned by nobody
     // else now.
-    Some(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), 0, n) })
+    Ok(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), 0, capacity) })
 }
 
 impl BufferPool {
@@ -349,6 +452,38 @@ mod tests {
         assert_eq!(pool.shells.len(), 1, "two blocks taken, one given back");
         assert_eq!(kept.to_f64_vec(), [0.5, 1.5, 2.5]);
         drop(pool); // frees the blocks it keeps
+    }
+
+    #[test]
+    fn a_sharing_pool_learns_from_a_call_to_serve_a_smaller_value_from_a_larger_one() {
+        let call = |pool: &mut BufferPool| {
+            pool.begin_call();
+            let ptrs = pool.activate(|| {
+                let a = alloc::filled(100, 0.0f64).unwrap();
+                let at = a.as_ptr();
+                give(a); // a dies before b is made
+                let b = alloc::filled(60, 1.0f64).unwrap();
+                let (b_at, b_capacity) = (b.as_ptr(), b.capacity());
+                give(b);
+                (at, b_at, b_capacity)
+            });
+            pool.end_call(true);
+            ptrs
+        };
+        let mut pool = BufferPool::sharing(1 << 20);
+        let (_, _, capacity) = call(&mut pool);
+        assert_eq!(capacity, 60, "the traced call gets what it asks for");
+        assert_eq!(pool.held_bytes(), 0, "and keeps nothing");
+        assert_eq!(pool.shared_bytes(), Some(800), "one buffer serves both");
+        let (a, b, capacity) = call(&mut pool);
+        assert_eq!((b, capacity), (a, 100), "b takes a's buffer, room and all");
+        assert_eq!(pool.held_bytes(), 800);
+        pool.limit_to(799);
+        let (_, _, capacity) = call(&mut pool);
+        assert_eq!(
+            capacity, 60,
+            "with no room for the shared buffer, the size asked"
+        );
     }
 
     #[test]

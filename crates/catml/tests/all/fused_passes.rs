@@ -59,7 +59,8 @@ fn a_fused_pass_never_raises_the_planned_peak() {
     let (p, _) = adam_step(DType::F64, 1000);
     let plain = EvalPlan::new(&p).unwrap();
     let exe = crate::support::on_tensors(p).unwrap();
-    assert_eq!(exe.plan().peak(), plain.peak());
+    assert!(exe.plan().fused_passes() > 0);
+    assert!(exe.plan().peak().bytes <= plain.peak().bytes);
 }
 
 #[test]
