@@ -161,8 +161,9 @@ fn executable_peak(exe: &Executable, inputs: &[Tensor], options: EvalOptions) ->
 /// `executable_peak_live_bytes`), within the interpreter's bounds. Later calls hold the
 /// buffers the pool learnt that values can share. A buffer serves whole values, one at a time,
 /// so where many small values live while a large one does not, they need more: the tiny
-/// transformer's loss, whose 128 KiB values take five buffers beside its one of 512 KiB where
-/// its peak holds two of them with it, is the most measured (1.29). With a budget of the peak,
+/// transformer's loss, five of whose 128 KiB values live at once where its 512 KiB values do
+/// not, while its peak holds two of them with a large one, is the most measured (1.29). With a
+/// budget of the peak,
 /// where the shared buffers do not fit beside the inputs, the executable keeps no free buffer,
 /// and a call holds what the first did.
 fn executables_hold_what_the_plans_predict() {

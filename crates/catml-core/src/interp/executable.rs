@@ -69,6 +69,8 @@ pub struct Executable {
     /// Whether some node is large enough for its kernel to use the thread pool; then a call
     /// runs on a thread of the pool (`threads_worth_it`).
     threaded: bool,
+    /// The inputs' bytes, which the caller holds beside the pool's buffers.
+    input_bytes: u64,
     /// Where each value lies in one buffer, for a small program (`arena.rs`).
     arena: Option<ArenaPlan>,
     reuse: Mutex<Reuse>,
@@ -94,6 +96,7 @@ impl Clone for Executable {
             plan: self.plan.clone(),
             plain: self.plain.clone(),
             threaded: self.threaded,
+            input_bytes: self.input_bytes,
             arena: self.arena.clone(),
             reuse: Mutex::new(empty_reuse(&self.plan, &self.program, self.arena.as_ref())),
         }
@@ -145,6 +148,7 @@ impl Executable {
             arena: arena.filter(|_| reuse.arena.is_some()),
             reuse: Mutex::new(reuse),
             threaded: threads_worth_it(&program),
+            input_bytes: program.inputs().iter().map(|i| i.ty.bytes() as u64).sum(),
             program,
             plan,
             plain,
@@ -218,14 +222,8 @@ impl Executable {
     /// peak, and at most the peak.
     fn kept_bytes(&self, pool: &BufferPool, budget: u64) -> usize {
         let peak = self.plan.peak().bytes;
-        let inputs: u64 = self
-            .program
-            .inputs()
-            .iter()
-            .map(|i| i.ty.bytes() as u64)
-            .sum();
-        let shared =
-            (pool.shared_bytes().map(|b| b as u64)).filter(|&b| b.saturating_add(inputs) <= budget);
+        let shared = (pool.shared_bytes().map(|b| b as u64))
+            .filter(|&b| b.saturating_add(self.input_bytes) <= budget);
         let kept = shared.unwrap_or(peak.min(budget.saturating_sub(peak)));
         usize::try_from(kept).unwrap_or(usize::MAX)
     }

@@ -105,17 +105,25 @@ pub struct BufferPool {
     sharing: Sharing,
 }
 
-/// How a pool chooses buffer sizes: as asked, or by what it learnt from a call.
+/// How a pool chooses buffer sizes: as asked, or by what it learnt from a call. (Boxed, so
+/// that a pool stays small: it is moved in and out of its thread's slot on every call.)
 #[derive(Debug)]
 enum Sharing {
     /// Every buffer is of the size asked for.
     Off,
     /// A call is traced; the pool keeps nothing meanwhile, so that the call holds its live
     /// values only.
-    Tracing(Trace),
-    /// Request `next` of the call gets the buffer size the traced call's
-    /// [`SharedBuffers`] give it; only buffers of those sizes are kept.
-    Following { buffers: SharedBuffers, next: usize },
+    Tracing(Box<Trace>),
+    /// Each request of the call gets the buffer size the traced call's [`SharedBuffers`] give
+    /// it; only buffers of those sizes are kept.
+    Following(Box<Following>),
+}
+
+/// The shared buffers learnt, and how many requests the call has made so far.
+#[derive(Debug)]
+struct Following {
+    buffers: SharedBuffers,
+    next: usize,
 }
 
 impl std::fmt::Debug for BufferPool {
@@ -158,7 +166,7 @@ impl BufferPool {
     /// live bytes (`docs/memory.md`, "Executables").
     pub fn sharing(limit: usize) -> BufferPool {
         BufferPool {
-            sharing: Sharing::Tracing(Trace::default()),
+            sharing: Sharing::Tracing(Box::default()),
             ..BufferPool::new(limit)
         }
     }
@@ -168,8 +176,8 @@ impl BufferPool {
     pub fn begin_call(&mut self) {
         match &mut self.sharing {
             Sharing::Off => {}
-            Sharing::Tracing(trace) => *trace = Trace::default(),
-            Sharing::Following { next, .. } => *next = 0,
+            Sharing::Tracing(trace) => **trace = Trace::default(),
+            Sharing::Following(following) => following.next = 0,
         }
     }
 
@@ -178,14 +186,14 @@ impl BufferPool {
     pub fn end_call(&mut self, learn: bool) {
         if let (Sharing::Tracing(trace), true) = (&self.sharing, learn) {
             let buffers = trace.shared();
-            self.sharing = Sharing::Following { buffers, next: 0 };
+            self.sharing = Sharing::Following(Box::new(Following { buffers, next: 0 }));
         }
     }
 
     /// The bytes of all the buffers a pool that has learnt from a call makes for one.
     pub fn shared_bytes(&self) -> Option<usize> {
         match &self.sharing {
-            Sharing::Following { buffers, .. } => Some(buffers.total()),
+            Sharing::Following(following) => Some(following.buffers.total()),
             _ => None,
         }
     }
@@ -244,13 +252,12 @@ impl BufferPool {
             }
             // A pool that cannot keep every shared buffer makes buffers of the size asked: a
             // larger one would only hold more.
-            Sharing::Following { buffers, next } => {
-                let size = buffers.size_for(*next, layout, elem);
+            Sharing::Following(following) => {
+                let Following { buffers, next } = &mut **following;
+                let given = buffers.layout_for(*next, layout, elem);
                 *next += 1;
-                let size = size
-                    .filter(|_| buffers.total() <= self.limit)
-                    .unwrap_or(layout.size());
-                Layout::from_size_align(size, layout.align()).map_err(|_| n)?
+                let room = buffers.total() <= self.limit;
+                given.filter(|_| room).unwrap_or(layout)
             }
         };
         let n = layout.size() / elem;
@@ -276,7 +283,7 @@ impl BufferPool {
                 trace.returned(free.ptr.as_ptr() as usize);
                 false
             }
-            Sharing::Following { buffers, .. } => buffers.serves(free.layout),
+            Sharing::Following(following) => following.buffers.serves(free.layout),
         };
         if kept && self.held + size <= self.limit {
             self.held += size;

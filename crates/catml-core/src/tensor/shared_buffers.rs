@@ -27,11 +27,15 @@ pub(crate) struct Trace {
 }
 
 impl Trace {
-    /// A buffer of `layout`, for elements of `elem` bytes, was made at `at`.
+    /// A buffer of `layout`, for elements of `elem` bytes, was made at `at`. A buffer the trace
+    /// made there before went back to the allocator unseen (a vector dropped outside the
+    /// pool), since the allocator hands out only free memory: it died by now.
     pub(crate) fn made(&mut self, layout: Layout, elem: usize, at: usize) {
         self.clock += 1;
         let born = self.clock;
-        self.out.insert(at, self.requests.len());
+        if let Some(earlier) = self.out.insert(at, self.requests.len()) {
+            self.requests[earlier].died = Some(born);
+        }
         self.requests.push(Request {
             layout,
             elem,
@@ -78,8 +82,12 @@ impl Trace {
         layouts.sort_by_key(|l| (l.size(), l.align()));
         layouts.dedup();
         let requests = self.requests.iter().zip(size);
+        // A place's size is a multiple of its element size, with the request's alignment.
+        let given = |q: &Request, s: usize| Layout::from_size_align(s, q.layout.align()).ok();
         SharedBuffers {
-            requests: requests.map(|(q, s)| (q.layout, q.elem, s)).collect(),
+            requests: requests
+                .map(|(q, s)| (q.layout, q.elem, given(q, s).unwrap_or(q.layout)))
+                .collect(),
             layouts,
             total,
         }
@@ -109,27 +117,25 @@ impl Place {
 /// and total bytes of all those buffers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SharedBuffers {
-    /// The layout asked for, the element size, and the bytes of the buffer that serves it.
-    requests: Vec<(Layout, usize, usize)>,
+    /// The layout asked for, the element size, and the layout of the buffer that serves it.
+    requests: Vec<(Layout, usize, Layout)>,
     /// Every buffer's layout, once each.
     layouts: Vec<Layout>,
     total: usize,
 }
 
 impl SharedBuffers {
-    /// The bytes of the buffer for request `k`, when it asks for `layout` with elements of
+    /// The layout of the buffer for request `k`, when it asks for `layout` with elements of
     /// `elem` bytes as the traced call did; `None` for a request that call did not make.
-    pub(crate) fn size_for(&self, k: usize, layout: Layout, elem: usize) -> Option<usize> {
-        let &(asked, e, size) = self.requests.get(k)?;
-        (asked == layout && e == elem).then_some(size)
+    pub(crate) fn layout_for(&self, k: usize, layout: Layout, elem: usize) -> Option<Layout> {
+        let &(asked, e, given) = self.requests.get(k)?;
+        (asked == layout && e == elem).then_some(given)
     }
 
-    /// Whether some buffer has this layout.
+    /// Whether some buffer has this layout (a short list, searched in order: this runs for
+    /// every buffer a call gives back).
     pub(crate) fn serves(&self, layout: Layout) -> bool {
-        let key = |l: &Layout| (l.size(), l.align());
-        self.layouts
-            .binary_search_by_key(&key(&layout), key)
-            .is_ok()
+        self.layouts.contains(&layout)
     }
 
     /// The bytes of all the buffers together.
@@ -157,17 +163,38 @@ mod tests {
         t.returned(2);
         t.returned(3);
         let s = t.shared();
-        assert_eq!(s.size_for(0, f64s(100), 8), Some(800));
-        assert_eq!(s.size_for(1, f64s(50), 8), Some(400));
-        assert_eq!(s.size_for(2, f64s(80), 8), Some(800), "c takes a's buffer");
+        assert_eq!(s.layout_for(0, f64s(100), 8), Some(f64s(100)));
+        assert_eq!(s.layout_for(1, f64s(50), 8), Some(f64s(50)));
         assert_eq!(
-            s.size_for(3, Layout::array::<f32>(10).unwrap(), 4),
-            Some(40)
+            s.layout_for(2, f64s(80), 8),
+            Some(f64s(100)),
+            "c takes a's buffer"
+        );
+        assert_eq!(
+            s.layout_for(3, Layout::array::<f32>(10).unwrap(), 4),
+            Some(Layout::array::<f32>(10).unwrap())
         );
         assert_eq!(s.total(), 800 + 400 + 40);
-        assert_eq!(s.size_for(2, f64s(81), 8), None, "another size than traced");
-        assert_eq!(s.size_for(4, f64s(1), 8), None, "more requests than traced");
+        assert_eq!(
+            s.layout_for(2, f64s(81), 8),
+            None,
+            "another size than traced"
+        );
+        assert_eq!(
+            s.layout_for(4, f64s(1), 8),
+            None,
+            "more requests than traced"
+        );
         assert!(s.serves(f64s(100)) && !s.serves(f64s(80)));
+    }
+
+    #[test]
+    fn a_buffer_freed_unseen_died_when_its_memory_is_made_again() {
+        let mut t = Trace::default();
+        t.made(f64s(10), 8, 1); // dropped as a plain vector, never returned
+        t.made(f64s(10), 8, 1); // the allocator gave the same memory again
+        t.returned(1);
+        assert_eq!(t.shared().total(), 80, "one buffer serves both");
     }
 
     #[test]
