@@ -89,17 +89,11 @@ fn threads_worth_it(program: &Program) -> bool {
 }
 
 impl Clone for Executable {
-    /// The same program and plan, with no buffers yet.
+    /// The same program and plan, with no buffers yet (and without one buffer for a small
+    /// program if that one cannot be made).
     fn clone(&self) -> Executable {
-        Executable {
-            program: self.program.clone(),
-            plan: self.plan.clone(),
-            plain: self.plain.clone(),
-            threaded: self.threaded,
-            input_bytes: self.input_bytes,
-            arena: self.arena.clone(),
-            reuse: Mutex::new(empty_reuse(&self.plan, &self.program, self.arena.as_ref())),
-        }
+        let (program, plan, plain) = (self.program.clone(), self.plan.clone(), self.plain.clone());
+        Executable::planned(program, plan, plain, self.arena.clone())
     }
 }
 
