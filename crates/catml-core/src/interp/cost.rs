@@ -32,11 +32,13 @@ pub fn cost(p: &Program) -> Cost {
         flops_by_op: BTreeMap::new(),
     };
     let bytes = |v: crate::ir::Var| p.ty(v).bytes() as u64;
-    c.peak_live_bytes = super::plan::peak_of(p, &super::plan::dying(p), &[], &[]).bytes;
-    // A node too large to evaluate has no plan: the executable's peak is then the plain one.
-    c.executable_peak_live_bytes = match super::EvalPlan::new(p) {
-        Ok(plan) => plan.compiled(p).peak().bytes,
-        Err(_) => c.peak_live_bytes,
+    (c.peak_live_bytes, c.executable_peak_live_bytes) = match super::EvalPlan::new(p) {
+        Ok(plan) => (plan.peak().bytes, plan.compiled(p).peak().bytes),
+        // A node too large to evaluate has no plan; its peak is counted as a plan counts it.
+        Err(_) => {
+            let plain = super::plan::peak_of(p, &super::plan::dying(p), &[], &[]).bytes;
+            (plain, plain)
+        }
     };
     for n in p.nodes() {
         let in_types: Vec<_> = n.operands.iter().map(|&o| p.ty(o).clone()).collect();

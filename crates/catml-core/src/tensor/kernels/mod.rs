@@ -182,11 +182,25 @@ pub fn strided_copy<T: Element>(
     dims: &[usize],
     strides: &[usize],
 ) -> Result<Vec<T>, AllocError> {
-    use rayon::prelude::*;
     let n: usize = dims.iter().product();
     let mut out = alloc::with_capacity(n)?;
+    strided_copy_into(src, dims, strides, &mut out.spare_capacity_mut()[..n]);
+    // SAFETY: `strided_copy_into` wrote all n elements.
+    unsafe { out.set_len(n) };
+    Ok(out)
+}
+
+/// [`strided_copy`] into `out`, which it fills (`dims`' element count).
+fn strided_copy_into<T: Element>(
+    src: &[T],
+    dims: &[usize],
+    strides: &[usize],
+    out: &mut [MaybeUninit<T>],
+) {
+    use rayon::prelude::*;
+    let n = out.len();
     if n == 0 {
-        return Ok(out);
+        return;
     }
     let unit = row_major(dims);
     let (d, s, _) = coalesce(dims, strides, &unit);
@@ -214,46 +228,37 @@ pub fn strided_copy<T: Element>(
             (at, col) = (at + len, 0);
         });
     };
-    let spare = &mut out.spare_capacity_mut()[..n];
     if n < PARALLEL_ELEMENTWISE_MIN || rayon::current_num_threads() < 2 {
-        copy(spare, 0);
+        copy(out, 0);
     } else {
         let piece = n.div_ceil(rayon::current_num_threads());
-        spare
-            .par_chunks_mut(piece)
+        out.par_chunks_mut(piece)
             .enumerate()
             .for_each(|(i, p)| copy(p, i * piece));
     }
-    // SAFETY: the pieces cover all n elements and every element of each is written above.
-    unsafe { out.set_len(n) };
-    Ok(out)
+}
+
+/// The dims of an array of shape `dims` permuted by `perm`, and the strides its elements are
+/// read at.
+fn permuted(dims: &[usize], perm: &[usize]) -> (Strides, Strides) {
+    let unit = row_major(dims);
+    let moved = perm.iter().map(|&p| dims[p]).collect();
+    (moved, perm.iter().map(|&p| unit[p]).collect())
 }
 
 /// Axis permutation: result dim i is operand dim `perm[i]`.
 pub fn permute<T: Element>(a: &Array<T>, perm: &[usize]) -> Result<Array<T>, AllocError> {
-    let src_strides = a.shape().strides();
-    let dims: Vec<usize> = perm.iter().map(|&p| a.dims()[p]).collect();
-    let strides: Strides = perm.iter().map(|&p| src_strides[p]).collect();
+    let (dims, strides) = permuted(a.dims(), perm);
     let data = strided_copy(a.data(), &dims, &strides)?;
-    Ok(Array::from_parts(Shape::new(dims), data))
+    Ok(Array::from_parts(Shape::new(dims.to_vec()), data))
 }
 
-/// [`permute`] of `src` (of shape `dims`) into `out`, on this thread: the same elements,
-/// moved, so the same values.
+/// [`permute`] of `src` (of shape `dims`) into `out`: the same elements, moved, so the same
+/// values.
 pub fn permute_into<T: Element>(src: &[T], dims: &[usize], perm: &[usize], out: &mut [T]) {
-    if out.is_empty() {
-        return;
-    }
-    let unit = row_major(dims);
-    let moved: Strides = perm.iter().map(|&p| dims[p]).collect();
-    let strides: Strides = perm.iter().map(|&p| unit[p]).collect();
-    let (d, s, so) = coalesce(&moved, &strides, &row_major(&moved));
-    let (inner, step) = (d[d.len() - 1], s[s.len() - 1]);
-    for_each_row(&d, &s, &so, |i, o| {
-        for (k, y) in out[o..o + inner].iter_mut().enumerate() {
-            *y = src[i + k * step].clone();
-        }
-    });
+    let (moved, strides) = permuted(dims, perm);
+    // SAFETY: `strided_copy_into` writes initialised values only.
+    strided_copy_into(src, &moved, &strides, unsafe { alloc::rewritable(out) });
 }
 
 /// broadcast_in_dim: operand dim i goes to result dim `dims[i]` (sizes equal or 1).
