@@ -128,8 +128,8 @@ impl ArenaPlan {
     /// where one cannot be made (the allocation or a constant failed).
     pub(super) fn buffer(&self, p: &Program) -> Option<Arena> {
         let mut arena = match self.dtype {
-            DType::F32 => Arena::F32(alloc::filled(self.len, 0.0).ok()?),
-            _ => Arena::F64(alloc::filled(self.len, 0.0).ok()?),
+            DType::F32 => Arena::F32(alloc::filled(self.len, 0.0).ok()?.into_vec()),
+            _ => Arena::F64(alloc::filled(self.len, 0.0).ok()?.into_vec()),
         };
         let n_in = p.n_inputs();
         for (i, k) in self.kernels.iter().enumerate() {
@@ -255,7 +255,7 @@ impl ArenaPlan {
         for o in p.outputs() {
             let (at, len) = self.slots[o.index()];
             let mut data = alloc::with_capacity(len).ok()?;
-            data.extend_from_slice(&buffer[at..at + len]);
+            data.extend_copied(&buffer[at..at + len]);
             let shape = p.ty(*o).shape.clone();
             results.push(Tensor::from(Array::from_parts(shape, data)));
         }

@@ -210,10 +210,9 @@ impl Executable {
         self.call_here(inputs, options, report, results)
     }
 
-    /// The bytes of free buffers a call's pool may keep besides its live values: all the
-    /// buffers of a pool that shares them, where those and the inputs fit in the budget (the
-    /// live values are then in those buffers too); otherwise what the budget leaves above the
-    /// peak, and at most the peak.
+    /// The bytes a call's pool may keep besides its live values: the slab of a pool that
+    /// shares one, where it and the inputs fit in the budget (the live values are then in it
+    /// too); otherwise what the budget leaves above the peak, and at most the peak.
     fn kept_bytes(&self, pool: &BufferPool, budget: u64) -> usize {
         let peak = self.plan.peak().bytes;
         let shared = (pool.shared_bytes().map(|b| b as u64))
@@ -306,7 +305,7 @@ impl Executable {
         }
     }
 
-    /// Bytes of free buffers kept for the next call.
+    /// Bytes kept for the next call: free buffers, or the slab calls share.
     pub fn pooled_bytes(&self) -> usize {
         self.reuse
             .lock()
@@ -315,8 +314,8 @@ impl Executable {
             .held_bytes()
     }
 
-    /// The bytes of all the buffers calls share, once the first call has taught the pool
-    /// which values can share one (`docs/memory.md`, "Executables"); `None` before.
+    /// The bytes of the slab calls share, once the first call has taught the pool where each
+    /// value can live in it (`docs/memory.md`, "Executables"); `None` before.
     pub fn shared_bytes(&self) -> Option<usize> {
         (self.reuse.lock().unwrap_or_else(|held| held.into_inner()))
             .pool

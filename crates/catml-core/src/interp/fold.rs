@@ -103,7 +103,7 @@ pub(crate) fn unshared(v: Tensor) -> Result<Tensor, AllocError> {
             return Ok(a);
         }
         let mut data = alloc::with_capacity(a.len())?;
-        data.extend_from_slice(a.data());
+        data.extend_copied(a.data());
         Ok(Array::from_parts(a.shape().clone(), data))
     }
     Ok(match v {

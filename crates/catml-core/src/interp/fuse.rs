@@ -387,7 +387,7 @@ fn pass<T: BlockFloat>(
     if check && constant.iter().flatten().any(|c| !c.is_finite()) {
         return Ok(None);
     }
-    let mut fresh = Vec::new();
+    let mut fresh = alloc::Elems::new();
     let out = match into.as_mut() {
         // SAFETY: the pass writes only finished values over the elements.
         Some(a) => unsafe { alloc::rewritable(a.unique_data_mut().ok_or(EvalError::ForeignPlan)?) },

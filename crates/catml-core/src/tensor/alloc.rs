@@ -4,12 +4,14 @@
 //! ```
 //! use catml_core::tensor::alloc;
 //!
-//! assert_eq!(alloc::filled(3, 0.0f64).unwrap(), vec![0.0; 3]);
+//! assert_eq!(&alloc::filled(3, 0.0f64).unwrap()[..], &[0.0; 3]);
 //! // More elements than an address space holds: an error, not an abort.
 //! assert!(alloc::filled(usize::MAX / 2, 0.0f64).is_err());
 //! ```
 
 use std::mem::MaybeUninit;
+
+pub use super::elems::{Elems, Placement};
 
 /// A buffer could not be allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -25,28 +27,26 @@ fn error<T>(n: usize) -> AllocError {
 }
 
 /// An empty vector with room for `n` elements, from the active
-/// [`BufferPool`](super::BufferPool) when it holds a buffer for them. Its capacity is exactly
-/// `n`, unless the pool shares buffers between values of different sizes.
-pub fn with_capacity<T>(n: usize) -> Result<Vec<T>, AllocError> {
-    let capacity = match super::pool::take(n) {
-        Ok(v) => return Ok(v),
-        Err(capacity) => capacity,
-    };
+/// [`BufferPool`](super::BufferPool) when it holds a buffer for them, or a part of the slab it
+/// shares between values living at other times.
+pub fn with_capacity<T>(n: usize) -> Result<Elems<T>, AllocError> {
+    if let Some(v) = super::pool::take(n) {
+        return Ok(v);
+    }
     let mut v = Vec::new();
-    v.try_reserve_exact(capacity)
-        .map_err(|_| error::<T>(capacity))?;
-    Ok(v)
+    v.try_reserve_exact(n).map_err(|_| error::<T>(n))?;
+    Ok(v.into())
 }
 
 /// `n` copies of `value` (`vec![value; n]`, fallibly).
-pub fn filled<T: Clone>(n: usize, value: T) -> Result<Vec<T>, AllocError> {
+pub fn filled<T: Clone>(n: usize, value: T) -> Result<Elems<T>, AllocError> {
     let mut v = with_capacity(n)?;
     v.resize(n, value);
     Ok(v)
 }
 
 /// The items of an iterator that knows its length (`collect`, fallibly).
-pub fn collect<T>(items: impl ExactSizeIterator<Item = T>) -> Result<Vec<T>, AllocError> {
+pub fn collect<T>(items: impl ExactSizeIterator<Item = T>) -> Result<Elems<T>, AllocError> {
     let mut v = with_capacity(items.len())?;
     v.extend(items);
     Ok(v)
@@ -86,8 +86,11 @@ mod tests {
 
     #[test]
     fn buffers_hold_what_was_asked() {
-        assert_eq!(filled(4, 1.5f32).unwrap(), vec![1.5f32; 4]);
-        assert_eq!(collect([1i64, 2, 3].into_iter()).unwrap(), vec![1, 2, 3]);
+        assert_eq!(filled(4, 1.5f32).unwrap().into_vec(), vec![1.5f32; 4]);
+        assert_eq!(
+            collect([1i64, 2, 3].into_iter()).unwrap().into_vec(),
+            vec![1, 2, 3]
+        );
         let v = with_capacity::<f64>(10).unwrap();
         assert!(v.is_empty() && v.capacity() == 10);
     }

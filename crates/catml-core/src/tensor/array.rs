@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
 use super::buffer::{Buffer, Lent};
+use super::elems::Elems;
 use super::{DType, Shape, Stored, TensorType};
 
 /// A dense row-major array of `T` with a shape. The buffer is shared, so clones are cheap and
@@ -43,6 +44,14 @@ pub enum TensorError {
 
 impl<T: Clone> Array<T> {
     pub fn new(shape: impl Into<Shape>, data: Vec<T>) -> Result<Array<T>, TensorError> {
+        Array::with_elems(shape, data.into())
+    }
+
+    /// [`Array::new`] over a kernel's vector.
+    pub(crate) fn with_elems(
+        shape: impl Into<Shape>,
+        data: Elems<T>,
+    ) -> Result<Array<T>, TensorError> {
         let shape = shape.into();
         let expected = shape
             .checked_numel()
@@ -86,7 +95,8 @@ impl<T: Clone> Array<T> {
     }
 
     /// Builds an array whose length the caller has already checked (kernel outputs).
-    pub(crate) fn from_parts(shape: Shape, data: Vec<T>) -> Array<T> {
+    pub(crate) fn from_parts(shape: Shape, data: impl Into<Elems<T>>) -> Array<T> {
+        let data = data.into();
         debug_assert_eq!(shape.numel(), data.len());
         Array {
             shape,
@@ -134,7 +144,10 @@ impl<T: Clone> Array<T> {
     }
 
     pub fn map<U: Clone>(&self, f: impl Fn(&T) -> U) -> Array<U> {
-        Array::from_parts(self.shape.clone(), self.data().iter().map(f).collect())
+        Array::from_parts(
+            self.shape.clone(),
+            self.data().iter().map(f).collect::<Vec<_>>(),
+        )
     }
 
     /// The buffer for writing, if this array holds the only reference to it.

@@ -5,6 +5,8 @@ use std::any::Any;
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
 
+use super::elems::Elems;
+
 /// Elements that stay readable, and unchanged, while `owner` is alive.
 pub struct Lent<T> {
     ptr: *const T,
@@ -41,13 +43,13 @@ impl<T> Lent<T> {
 /// The storage behind an `Array`.
 pub(crate) enum Buffer<T> {
     /// Released by `Drop`, which hands the vector and its shared block to the active pool.
-    Owned(ManuallyDrop<Arc<Vec<T>>>),
+    Owned(ManuallyDrop<Arc<Elems<T>>>),
     Lent(Arc<Lent<T>>),
 }
 
 impl<T> Buffer<T> {
     /// `v`, owned; its shared block comes from the active pool when it holds one.
-    pub(crate) fn owned(v: Vec<T>) -> Buffer<T> {
+    pub(crate) fn owned(v: Elems<T>) -> Buffer<T> {
         Buffer::Owned(ManuallyDrop::new(super::pool::shared(v)))
     }
 }
@@ -72,7 +74,7 @@ impl<T: Clone> Buffer<T> {
     /// The elements for writing, when the buffer is owned and not shared.
     pub(crate) fn unique_mut(&mut self) -> Option<&mut [T]> {
         match self {
-            Buffer::Owned(v) => Arc::get_mut(v).map(Vec::as_mut_slice),
+            Buffer::Owned(v) => Arc::get_mut(v).map(|v| v.as_mut_slice()),
             Buffer::Lent(_) => None,
         }
     }
@@ -81,7 +83,7 @@ impl<T: Clone> Buffer<T> {
     pub(crate) fn into_vec(mut self) -> Vec<T> {
         match &mut self {
             Buffer::Owned(v) => match Arc::get_mut(v) {
-                Some(mine) => std::mem::take(mine),
+                Some(mine) => std::mem::take(mine).into_vec(),
                 None => v.to_vec(),
             },
             Buffer::Lent(l) => l.as_slice().to_vec(),

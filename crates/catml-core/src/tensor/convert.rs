@@ -60,35 +60,35 @@ impl Tensor {
         Ok(match (values, to) {
             (Values::Floats(v), DType::Bool) => Tensor::Bool(Array::from_parts(
                 shape,
-                v.iter().map(|&x| x != 0.0).collect(),
+                v.iter().map(|&x| x != 0.0).collect::<Vec<_>>(),
             )),
             (Values::Ints(v), DType::Bool) => Tensor::Bool(Array::from_parts(
                 shape,
-                v.iter().map(|&x| x != 0).collect(),
+                v.iter().map(|&x| x != 0).collect::<Vec<_>>(),
             )),
             (Values::Floats(v), DType::F32) => Tensor::F32(Array::from_parts(
                 shape,
-                v.iter().map(|&x| x as f32).collect(),
+                v.iter().map(|&x| x as f32).collect::<Vec<_>>(),
             )),
             (Values::Ints(v), DType::F32) => Tensor::F32(Array::from_parts(
                 shape,
-                v.iter().map(|&x| x as f32).collect(),
+                v.iter().map(|&x| x as f32).collect::<Vec<_>>(),
             )),
             (Values::Floats(v), DType::F64) => Tensor::F64(Array::from_parts(shape, v)),
             (Values::Ints(v), DType::F64) => Tensor::F64(Array::from_parts(
                 shape,
-                v.iter().map(|&x| x as f64).collect(),
+                v.iter().map(|&x| x as f64).collect::<Vec<_>>(),
             )),
             (Values::Floats(v), DType::I64) => Tensor::I64(Array::from_parts(
                 shape,
                 truncate(DType::I64, &v)?
                     .into_iter()
                     .map(|x| x as i64)
-                    .collect(),
+                    .collect::<Vec<_>>(),
             )),
             (Values::Ints(v), DType::I64) => Tensor::I64(Array::from_parts(
                 shape,
-                v.iter().map(|&x| x as i64).collect(),
+                v.iter().map(|&x| x as i64).collect::<Vec<_>>(),
             )),
             (Values::Floats(v), d) => Tensor::Stored(Stored::from_f64s(d, shape, &v)?),
             (Values::Ints(v), d) => Tensor::Stored(Stored::from_ints(d, shape, &v)),

@@ -141,11 +141,11 @@ fn stored_body(st: &Stored, f: &fmt::Formatter<'_>, indent: Option<usize>) -> St
     match st {
         Stored::U64(a) => body(a, f, indent),
         _ if st.dtype().is_floating_point() => {
-            let v = st.to_f64_vec().iter().map(|&x| x as f32).collect();
+            let v: Vec<_> = st.to_f64_vec().iter().map(|&x| x as f32).collect();
             body(&Array::from_parts(st.shape().clone(), v), f, indent)
         }
         _ => {
-            let v = st.to_f64_vec().iter().map(|&x| x as i64).collect();
+            let v: Vec<_> = st.to_f64_vec().iter().map(|&x| x as i64).collect();
             body(&Array::from_parts(st.shape().clone(), v), f, indent)
         }
     }

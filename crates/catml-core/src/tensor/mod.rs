@@ -11,6 +11,7 @@ mod convert;
 mod display;
 mod dtype;
 mod e8m0;
+mod elems;
 pub mod fastmath;
 mod float8;
 mod json;

@@ -1,7 +1,7 @@
 //! Recycled buffers: while a [`BufferPool`] is active on a thread, a value buffer dropped there
 //! goes into the pool instead of back to the allocator, and [`alloc`](super::alloc) takes a
 //! buffer of the size asked for from the pool before asking the allocator; a pool that shares
-//! buffers gives a request the size it learnt from a traced call instead
+//! memory gives a request the range of its slab it learnt from a traced call instead
 //! (`shared_buffers.rs`). An [`Executable`](crate::interp::Executable) keeps one pool across
 //! its calls, so that a program evaluated again with the same shapes finds every buffer it
 //! needs already made (`docs/memory.md`).
@@ -11,7 +11,7 @@
 //!
 //! let mut pool = BufferPool::new(1 << 20);
 //! let first = pool.activate(|| {
-//!     let t = Tensor::f64([1000], alloc::filled(1000, 1.0).unwrap()).unwrap();
+//!     let t = Tensor::f64([1000], alloc::filled(1000, 1.0).unwrap().into_vec()).unwrap();
 //!     let at = t.as_f64().unwrap().data().as_ptr();
 //!     drop(t); // its buffer goes into the pool, not back to the allocator
 //!     at
@@ -26,6 +26,7 @@ use std::cell::RefCell;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use super::elems::{Elems, Slab};
 use super::shared_buffers::{SharedBuffers, Trace};
 
 /// A free buffer: memory the global allocator gave out with `layout`, holding no elements.
@@ -42,14 +43,14 @@ impl Drop for Free {
     }
 }
 
-/// The shared block of a vector held by an array (`Arc<Vec<T>>`, its counts and the vector's
-/// three words) whose vector was taken out: kept so that the next array made in the pool
+/// The shared block of a vector held by an array (`Arc<Elems<T>>`, its counts and the vector
+/// and its placement) whose vector was taken out: kept so that the next array made in the pool
 /// needs no allocation for it. The block's layout is the same for every element type.
-struct Shell(NonNull<Vec<u8>>);
+struct Shell(NonNull<Elems<u8>>);
 
 impl Shell {
     /// The block holding `v`, reusable for any element type.
-    fn new<T>(v: Arc<Vec<T>>) -> Option<Shell> {
+    fn new<T>(v: Arc<Elems<T>>) -> Option<Shell> {
         if !same_block::<T>() {
             return None;
         }
@@ -60,7 +61,7 @@ impl Shell {
     }
 
     /// The block, now holding `v`.
-    fn fill<T>(self, v: Vec<T>) -> Arc<Vec<T>> {
+    fn fill<T>(self, v: Elems<T>) -> Arc<Elems<T>> {
         let at = self.0;
         std::mem::forget(self);
         // SAFETY: the shell owned the block, and gives it up here.
@@ -71,11 +72,11 @@ impl Shell {
 /// The shared block at `at` holding `v`.
 ///
 /// # Safety
-/// `at` came from `Arc<Vec<X>>::into_raw`, with `Vec<X>` of the same size and alignment as
-/// `Vec<T>` (`same_block`); it is the block's only reference, and the vector there is empty
+/// `at` came from `Arc<Elems<X>>::into_raw`, with `Elems<X>` of the same size and alignment as
+/// `Elems<T>` (`same_block`); it is the block's only reference, and the vector there is empty
 /// with no capacity, so overwriting it leaks nothing.
-unsafe fn refill<T>(at: NonNull<Vec<u8>>, v: Vec<T>) -> Arc<Vec<T>> {
-    let at = at.as_ptr().cast::<Vec<T>>();
+unsafe fn refill<T>(at: NonNull<Elems<u8>>, v: Elems<T>) -> Arc<Elems<T>> {
+    let at = at.as_ptr().cast::<Elems<T>>();
     at.write(v);
     Arc::from_raw(at)
 }
@@ -83,14 +84,15 @@ unsafe fn refill<T>(at: NonNull<Vec<u8>>, v: Vec<T>) -> Arc<Vec<T>> {
 impl Drop for Shell {
     fn drop(&mut self) {
         // SAFETY: the shell owns the block; the `Arc` made here frees it.
-        drop(unsafe { refill(self.0, Vec::<u8>::new()) });
+        drop(unsafe { refill(self.0, Elems::<u8>::new()) });
     }
 }
 
-/// Whether `Arc<Vec<T>>`'s block has the layout of `Arc<Vec<u8>>`'s (so for every sized `T`).
+/// Whether `Arc<Elems<T>>`'s block has the layout of `Arc<Elems<u8>>`'s (so for every sized `T`).
 fn same_block<T>() -> bool {
     use std::mem::{align_of, size_of};
-    size_of::<Vec<T>>() == size_of::<Vec<u8>>() && align_of::<Vec<T>>() == align_of::<Vec<u8>>()
+    size_of::<Elems<T>>() == size_of::<Elems<u8>>()
+        && align_of::<Elems<T>>() == align_of::<Elems<u8>>()
 }
 
 /// At most this many shells are kept (a program's node count is typically far below it).
@@ -114,15 +116,18 @@ enum Sharing {
     /// A call is traced; the pool keeps nothing meanwhile, so that the call holds its live
     /// values only.
     Tracing(Box<Trace>),
-    /// Each request of the call gets the buffer size the traced call's [`SharedBuffers`] give
-    /// it; only buffers of those sizes are kept.
+    /// Each request of the call gets the range of the slab the traced call's
+    /// [`SharedBuffers`] give it, or a small one a free buffer of its size; only buffers of
+    /// those sizes are kept.
     Following(Box<Following>),
 }
 
-/// The shared buffers learnt, and how many requests the call has made so far.
+/// The places learnt, the slab made for them (while the pool has room for it), and
+/// how many requests the call has made so far.
 #[derive(Debug)]
 struct Following {
     buffers: SharedBuffers,
+    slab: Option<Arc<Slab>>,
     next: usize,
 }
 
@@ -159,11 +164,11 @@ impl BufferPool {
         }
     }
 
-    /// An empty pool that learns from a call which values can share a buffer
+    /// An empty pool that learns from a call which values can share memory
     /// ([`begin_call`](Self::begin_call), [`end_call`](Self::end_call)): later calls that ask
-    /// for the same buffers in the same order get buffers shared by values whose lifetimes do
-    /// not overlap, whatever their sizes, so that they need little more than their peak of
-    /// live bytes (`docs/memory.md`, "Executables").
+    /// for the same buffers in the same order get ranges of one slab, shared by values whose
+    /// lifetimes do not overlap, whatever their sizes, so that they need little more than their
+    /// peak of live bytes (`docs/memory.md`, "Executables").
     pub fn sharing(limit: usize) -> BufferPool {
         BufferPool {
             sharing: Sharing::Tracing(Box::default()),
@@ -186,11 +191,16 @@ impl BufferPool {
     pub fn end_call(&mut self, learn: bool) {
         if let (Sharing::Tracing(trace), true) = (&self.sharing, learn) {
             let buffers = trace.shared();
-            self.sharing = Sharing::Following(Box::new(Following { buffers, next: 0 }));
+            self.sharing = Sharing::Following(Box::new(Following {
+                buffers,
+                slab: None,
+                next: 0,
+            }));
         }
     }
 
-    /// The bytes of all the buffers a pool that has learnt from a call makes for one.
+    /// The bytes a pool that has learnt from a call holds for one: its slab, and free buffers
+    /// for as many small values as live at once.
     pub fn shared_bytes(&self) -> Option<usize> {
         match &self.sharing {
             Sharing::Following(following) => Some(following.buffers.total()),
@@ -198,15 +208,28 @@ impl BufferPool {
         }
     }
 
-    /// Bytes of free buffers held.
+    /// Bytes of free buffers held, and of the slab shared by values that live at other times.
     pub fn held_bytes(&self) -> usize {
-        self.held
+        self.held + self.slab_bytes()
+    }
+
+    fn slab_bytes(&self) -> usize {
+        match &self.sharing {
+            Sharing::Following(f) => f.slab.as_ref().map_or(0, |s| s.bytes()),
+            _ => 0,
+        }
     }
 
     /// Holds at most `limit` bytes from now on, giving buffers back to the allocator until it
-    /// holds no more.
+    /// holds no more; a slab goes first when the buffers learnt do not fit together.
     pub fn limit_to(&mut self, limit: usize) {
         self.limit = limit;
+        if let Sharing::Following(f) = &mut self.sharing {
+            if f.buffers.total() > limit {
+                f.slab = None;
+            }
+        }
+        let limit = limit.saturating_sub(self.slab_bytes());
         while self.held > limit {
             let Some(free) = self.free.pop() else { break };
             self.held -= free.layout.size();
@@ -237,31 +260,49 @@ impl BufferPool {
         f()
     }
 
-    /// A free buffer for `n` elements of `T` (its capacity in elements, which may be more, when
-    /// the pool shares buffers), or the capacity to allocate.
-    fn take_for<T>(&mut self, layout: Layout, n: usize) -> Result<(NonNull<u8>, usize), usize> {
-        let elem = std::mem::size_of::<T>();
-        let layout = match &mut self.sharing {
-            Sharing::Off => layout,
+    /// A vector with room for `n` elements of `T`: a free buffer, or the slab's part for
+    /// this request; `None` when one must be allocated.
+    fn take_for<T>(&mut self, layout: Layout, n: usize) -> Option<Elems<T>> {
+        match &mut self.sharing {
+            Sharing::Off => {}
             // Traced buffers are made here, so that their addresses are known.
             Sharing::Tracing(trace) => {
                 // SAFETY: the layout's size is not zero (`take`).
-                let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) }).ok_or(n)?;
-                trace.made(layout, elem, ptr.as_ptr() as usize);
-                return Ok((ptr, n));
+                let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) })?;
+                trace.made(layout, ptr.as_ptr() as usize);
+                // SAFETY: just allocated with the layout of `n` elements of `T`.
+                return Some(unsafe { Elems::from_heap(ptr.cast(), n) });
             }
-            // A pool that cannot keep every shared buffer makes buffers of the size asked: a
-            // larger one would only hold more.
+            // A request placed in the slab gets its part, when no value still out holds any of
+            // it; a pool without room for all the buffers learnt makes no slab.
             Sharing::Following(following) => {
-                let Following { buffers, next } = &mut **following;
-                let given = buffers.layout_for(*next, layout, elem);
+                let Following {
+                    buffers,
+                    slab,
+                    next,
+                } = &mut **following;
+                let offset = buffers.offset_for(*next, layout);
                 *next += 1;
-                let room = buffers.total() <= self.limit;
-                given.filter(|_| room).unwrap_or(layout)
+                if let Some(offset) = offset {
+                    if slab.is_none() && buffers.total() <= self.limit {
+                        *slab = Slab::new(buffers.slab());
+                    }
+                    if let Some(slab) = slab {
+                        if let Some(ptr) = slab.claim(offset, layout.size()) {
+                            // SAFETY: claimed for this vector, at an offset aligned for every
+                            // element type, with room for `n` elements.
+                            return Some(unsafe {
+                                Elems::in_slab(ptr.cast(), n, Arc::clone(slab))
+                            });
+                        }
+                    }
+                }
             }
-        };
-        let n = layout.size() / elem;
-        self.take(layout).map(|ptr| (ptr, n)).ok_or(n)
+        }
+        let ptr = self.take(layout)?;
+        // SAFETY: a free buffer the global allocator gave out with the layout of `n` elements
+        // of `T` (equal size and alignment), holding no elements, owned by nobody else now.
+        Some(unsafe { Elems::from_heap(ptr.cast(), n) })
     }
 
     fn take(&mut self, layout: Layout) -> Option<NonNull<u8>> {
@@ -285,54 +326,52 @@ impl BufferPool {
             }
             Sharing::Following(following) => following.buffers.serves(free.layout),
         };
-        if kept && self.held + size <= self.limit {
+        if kept && self.held + self.slab_bytes() + size <= self.limit {
             self.held += size;
             self.free.push(free);
         }
     }
 }
 
-/// An empty vector with room for at least `n` elements from the active pool, if it holds a
-/// buffer for them; otherwise the capacity to allocate: `n`, or more where the pool shares
-/// buffers between values of different sizes.
-pub(crate) fn take<T>(n: usize) -> Result<Vec<T>, usize> {
-    let Some(layout) = Layout::array::<T>(n).ok().filter(|l| l.size() > 0) else {
-        return Err(n);
-    };
-    let (ptr, capacity) = ACTIVE
+/// An empty vector with room for `n` elements from the active pool, if it holds a buffer or
+/// a part of its slab for them.
+pub(crate) fn take<T>(n: usize) -> Option<Elems<T>> {
+    let layout = Layout::array::<T>(n).ok().filter(|l| l.size() > 0)?;
+    ACTIVE
         .try_with(
             |a| match a.try_borrow_mut().ok().as_mut().and_then(|s| s.as_mut()) {
                 Some(pool) => pool.take_for::<T>(layout, n),
-                None => Err(n),
+                None => None,
             },
         )
-        .unwrap_or(Err(n))?;
-    // SAFETY: the buffer was allocated by the global allocator with the layout of `capacity`
-    // elements of `T` (equal size and alignment), holds no elements, and is owned by nobody
-    // else now.
-    Ok(unsafe { Vec::from_raw_parts(ptr.as_ptr().cast::<T>(), 0, capacity) })
+        .ok()
+        .flatten()
 }
 
 impl BufferPool {
     /// Keeps `v`'s buffer, emptied, when its elements need no drop; otherwise `v` is dropped.
-    fn keep<T>(&mut self, mut v: Vec<T>) {
-        if std::mem::needs_drop::<T>() || std::mem::size_of::<T>() == 0 || v.capacity() == 0 {
+    /// A vector in a slab gives its part back to the slab as it drops.
+    fn keep<T>(&mut self, mut v: Elems<T>) {
+        if std::mem::needs_drop::<T>() {
             return;
         }
-        let Ok(layout) = Layout::array::<T>(v.capacity()) else {
+        // The elements need no drop, so the buffer is handed over empty.
+        v.clear();
+        let Ok((ptr, capacity)) = v.into_heap() else {
             return;
         };
-        // The elements need no drop, so the buffer is handed over empty, and `v` left empty.
-        v.clear();
-        let mut mine = std::mem::ManuallyDrop::new(std::mem::take(&mut v));
-        // SAFETY: a vector's non-empty buffer is non-null.
-        let ptr = unsafe { NonNull::new_unchecked(mine.as_mut_ptr().cast::<u8>()) };
-        self.give(Free { ptr, layout });
+        let Ok(layout) = Layout::array::<T>(capacity) else {
+            return;
+        };
+        self.give(Free {
+            ptr: ptr.cast(),
+            layout,
+        });
     }
 }
 
 /// `v` shared from a block the active pool kept (`Arc::new(v)` when it has none).
-pub(crate) fn shared<T>(v: Vec<T>) -> Arc<Vec<T>> {
+pub(crate) fn shared<T>(v: Elems<T>) -> Arc<Elems<T>> {
     let shell = ACTIVE
         .try_with(|a| a.try_borrow_mut().ok()?.as_mut()?.shells.pop())
         .ok()
@@ -345,7 +384,7 @@ pub(crate) fn shared<T>(v: Vec<T>) -> Arc<Vec<T>> {
 
 /// Releases an array's vector: when `v` is its last owner, the vector's buffer goes to the
 /// active pool (`give`) and so does the block, if there is a pool.
-pub(crate) fn release<T>(mut v: Arc<Vec<T>>) {
+pub(crate) fn release<T>(mut v: Arc<Elems<T>>) {
     let Some(mine) = Arc::get_mut(&mut v) else {
         return;
     };
@@ -373,7 +412,8 @@ mod tests {
 
     /// Gives a vector's buffer to the active pool, as [`release`] gives an array's; outside
     /// an active pool `v` is dropped as usual.
-    fn give<T>(v: Vec<T>) {
+    fn give<T>(v: impl Into<Elems<T>>) {
+        let v = v.into();
         let _ = ACTIVE.try_with(|a| {
             if let Some(pool) = a.try_borrow_mut().ok().as_mut().and_then(|s| s.as_mut()) {
                 pool.keep(v);
@@ -451,8 +491,8 @@ mod tests {
         assert_eq!(pool.shells.len(), 2);
         let kept = pool.activate(|| {
             let t = Tensor::f32([3], vec![0.5, 1.5, 2.5]).unwrap();
-            let strings = shared(vec![String::from("x")]);
-            assert_eq!(*strings, ["x"]);
+            let strings = shared(vec![String::from("x")].into());
+            assert_eq!(strings[0], "x");
             release(strings); // the strings are dropped, the block kept
             t
         });
@@ -462,35 +502,92 @@ mod tests {
     }
 
     #[test]
-    fn a_sharing_pool_learns_from_a_call_to_serve_a_smaller_value_from_a_larger_one() {
+    fn a_sharing_pool_learns_from_a_call_to_place_values_living_at_other_times_together() {
         let call = |pool: &mut BufferPool| {
             pool.begin_call();
             let ptrs = pool.activate(|| {
-                let a = alloc::filled(100, 0.0f64).unwrap();
+                let a = alloc::filled(1000, 0.0f64).unwrap();
                 let at = a.as_ptr();
-                give(a); // a dies before b is made
-                let b = alloc::filled(60, 1.0f64).unwrap();
-                let (b_at, b_capacity) = (b.as_ptr(), b.capacity());
+                give(a); // a dies before b and c are made
+                let b = alloc::filled(600, 1.0f64).unwrap();
+                let c = alloc::filled(1100, 1.0f32).unwrap();
+                let (b_at, c_at) = (b.as_ptr(), c.as_ptr());
+                let in_slab = b.in_a_slab() && c.in_a_slab();
                 give(b);
-                (at, b_at, b_capacity)
+                give(c);
+                (at, b_at, c_at.cast::<f64>(), in_slab)
             });
             pool.end_call(true);
             ptrs
         };
         let mut pool = BufferPool::sharing(1 << 20);
-        let (_, _, capacity) = call(&mut pool);
-        assert_eq!(capacity, 60, "the traced call gets what it asks for");
+        let (.., in_slab) = call(&mut pool);
+        assert!(!in_slab, "the traced call gets buffers of its own");
         assert_eq!(pool.held_bytes(), 0, "and keeps nothing");
-        assert_eq!(pool.shared_bytes(), Some(800), "one buffer serves both");
-        let (a, b, capacity) = call(&mut pool);
-        assert_eq!((b, capacity), (a, 100), "b takes a's buffer, room and all");
-        assert_eq!(pool.held_bytes(), 800);
-        pool.limit_to(799);
-        let (_, _, capacity) = call(&mut pool);
+        // a's 8000 bytes; b's 4800 where a was, and c's 4400 after them.
         assert_eq!(
-            capacity, 60,
-            "with no room for the shared buffer, the size asked"
+            pool.shared_bytes(),
+            Some(4800 + 4416),
+            "b and c take a's place"
         );
+        let (a, b, c, in_slab) = call(&mut pool);
+        assert!(in_slab);
+        assert_eq!(b, a, "b starts where a did");
+        assert_eq!(c as usize - a as usize, 4800, "c follows b");
+        assert_eq!(pool.held_bytes(), 9216, "the slab, and no buffer besides");
+        pool.limit_to(9215);
+        assert_eq!(pool.held_bytes(), 0, "no room for the slab");
+        let (.., in_slab) = call(&mut pool);
+        assert!(!in_slab, "with no room for the slab, buffers of their own");
+    }
+
+    #[test]
+    fn a_sharing_pool_never_hands_out_a_part_still_in_use() {
+        let mut pool = BufferPool::sharing(1 << 20);
+        let call = |pool: &mut BufferPool, keep_a: bool| {
+            pool.begin_call();
+            let (kept, b_in_slab) = pool.activate(|| {
+                let a = alloc::filled(1000, 0.0f64).unwrap();
+                let kept = if keep_a {
+                    Some(a)
+                } else {
+                    give(a);
+                    None
+                };
+                let b = alloc::filled(1000, 1.0f64).unwrap();
+                let in_slab = b.in_a_slab();
+                give(b);
+                (kept, in_slab)
+            });
+            pool.end_call(true);
+            (kept, b_in_slab)
+        };
+        call(&mut pool, false);
+        // a, held past its time, keeps its part: b, placed there, gets a buffer of its own.
+        let (kept, b_in_slab) = call(&mut pool, true);
+        assert!(kept.as_ref().unwrap().in_a_slab() && !b_in_slab);
+        drop(kept);
+        assert!(call(&mut pool, false).1, "the part is free again");
+    }
+
+    #[test]
+    fn a_sharing_pool_keeps_free_buffers_for_small_values() {
+        let mut pool = BufferPool::sharing(1 << 20);
+        let call = |pool: &mut BufferPool| {
+            pool.begin_call();
+            let at = pool.activate(|| {
+                let a = alloc::filled(10, 0.0f64).unwrap();
+                let at = a.as_ptr();
+                give(a);
+                at
+            });
+            pool.end_call(true);
+            at
+        };
+        call(&mut pool);
+        let first = call(&mut pool);
+        assert_eq!(pool.held_bytes(), 80, "kept for the next call");
+        assert_eq!(call(&mut pool), first);
     }
 
     #[test]

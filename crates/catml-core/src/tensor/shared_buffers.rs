@@ -1,18 +1,24 @@
-//! Buffers shared by values of different sizes. A [`Trace`] records one call's buffers: the
-//! size of each asked for, in order, and when each came back. From it, [`SharedBuffers`] gives
-//! every request a buffer size such that requests whose lifetimes do not overlap share one
-//! buffer, the largest of theirs: later calls, asking in the same order, then need only those
-//! buffers (`docs/memory.md`, "Executables").
+//! Memory shared by values that live at different times. A [`Trace`] records one call's
+//! buffers: the size of each asked for, in order, and when each came back. From it,
+//! [`SharedBuffers`] gives every request an offset in one slab such that requests living at the
+//! same time never overlap: later calls, asking in the same order, then need only the slab
+//! (`docs/memory.md`, "Executables").
 
 use std::alloc::Layout;
 use std::collections::HashMap;
 
-/// One buffer asked for: its layout and element size, and the clock when it was made and when
+use super::elems::SLAB_ALIGN;
+
+/// The smallest request placed in the slab. A claim there costs a few atomic operations, more
+/// than taking a free buffer; below a page, a free buffer of the size asked is cheaper, and its
+/// bytes are few.
+pub(crate) const SLAB_MIN: usize = 4096;
+
+/// One buffer asked for: its layout, and the clock when it was made and when
 /// it came back (`None`: it outlived the call).
 #[derive(Debug, Clone, Copy)]
 struct Request {
     layout: Layout,
-    elem: usize,
     born: u64,
     died: Option<u64>,
 }
@@ -27,10 +33,10 @@ pub(crate) struct Trace {
 }
 
 impl Trace {
-    /// A buffer of `layout`, for elements of `elem` bytes, was made at `at`. A buffer the trace
+    /// A buffer of `layout` was made at `at`. A buffer the trace
     /// made there before went back to the allocator unseen (a vector dropped outside the
     /// pool), since the allocator hands out only free memory: it died by now.
-    pub(crate) fn made(&mut self, layout: Layout, elem: usize, at: usize) {
+    pub(crate) fn made(&mut self, layout: Layout, at: usize) {
         self.clock += 1;
         let born = self.clock;
         if let Some(earlier) = self.out.insert(at, self.requests.len()) {
@@ -38,7 +44,6 @@ impl Trace {
         }
         self.requests.push(Request {
             layout,
-            elem,
             born,
             died: None,
         });
@@ -52,93 +57,107 @@ impl Trace {
         }
     }
 
-    /// The buffers that serve these requests when each is placed, largest first, in the first
-    /// buffer of its element size whose requests all live at other times, or in a new one of
-    /// its own size ("greedy by size").
+    /// Where each request lives in one slab: placed largest first, at the lowest offset
+    /// where it overlaps no request placed before it that lives at the same time ("greedy by
+    /// size"). A request that outlived the call (a result) lives to its end. A request under
+    /// [`SLAB_MIN`] bytes is not placed: free buffers of its size serve it, as many as of its
+    /// size live at once.
     pub(crate) fn shared(&self) -> SharedBuffers {
-        let mut order: Vec<usize> = (0..self.requests.len()).collect();
-        order.sort_by_key(|&r| std::cmp::Reverse(self.requests[r].layout.size()));
-        let mut places: Vec<Place> = Vec::new();
-        let mut size = vec![0; self.requests.len()];
+        let life = |q: &Request| (q.born, q.died.unwrap_or(u64::MAX));
+        let mut order: Vec<usize> = (0..self.requests.len())
+            .filter(|&r| self.requests[r].layout.size() >= SLAB_MIN)
+            .collect();
+        order.sort_by_key(|&r| (std::cmp::Reverse(self.requests[r].layout.size()), r));
+        let mut offsets = vec![None; self.requests.len()];
+        // Each placed request's bytes and lifetime.
+        let mut placed: Vec<((usize, usize), (u64, u64))> = Vec::with_capacity(order.len());
+        let mut busy: Vec<(usize, usize)> = Vec::new();
         for r in order {
             let q = self.requests[r];
-            let life = (q.born, q.died.unwrap_or(u64::MAX));
-            let place = match places.iter_mut().position(|b| b.serves(&q, life)) {
-                Some(k) => &mut places[k],
+            let life = life(&q);
+            let size = q.layout.size().next_multiple_of(SLAB_ALIGN);
+            busy.clear();
+            busy.extend(
+                (placed.iter())
+                    .filter(|(_, (born, died))| *born < life.1 && life.0 < *died)
+                    .map(|&(bytes, _)| bytes),
+            );
+            busy.sort_unstable();
+            let mut offset = 0;
+            for &(start, end) in &busy {
+                if offset + size <= start {
+                    break;
+                }
+                offset = offset.max(end);
+            }
+            placed.push(((offset, offset + size), life));
+            offsets[r] = Some(offset);
+        }
+        // The small requests' buffers: of each layout, the most that live at once.
+        let mut events: Vec<(u64, bool, Layout)> = Vec::new();
+        for q in self.requests.iter().filter(|q| q.layout.size() < SLAB_MIN) {
+            let (born, died) = life(q);
+            events.extend([(born, true, q.layout), (died, false, q.layout)]);
+        }
+        events.sort_unstable_by_key(|&(at, born, _)| (at, born));
+        let mut live: Vec<(Layout, usize, usize)> = Vec::new();
+        for (_, born, layout) in events {
+            let k = match live.iter().position(|&(l, ..)| l == layout) {
+                Some(k) => k,
                 None => {
-                    places.push(Place {
-                        layout: q.layout,
-                        elem: q.elem,
-                        lives: Vec::new(),
-                    });
-                    places.last_mut().expect("just pushed")
+                    live.push((layout, 0, 0));
+                    live.len() - 1
                 }
             };
-            place.lives.push(life);
-            size[r] = place.layout.size();
+            let (_, now, most) = &mut live[k];
+            *now = if born { *now + 1 } else { *now - 1 };
+            *most = (*most).max(*now);
         }
-        let mut layouts: Vec<Layout> = places.iter().map(|b| b.layout).collect();
-        let total = layouts.iter().map(|l| l.size()).sum();
-        layouts.sort_by_key(|l| (l.size(), l.align()));
-        layouts.dedup();
-        let requests = self.requests.iter().zip(size);
-        // A place's size is a multiple of its element size, with the request's alignment.
-        let given = |q: &Request, s: usize| Layout::from_size_align(s, q.layout.align()).ok();
+        let slab = placed.iter().map(|&((_, end), _)| end).max().unwrap_or(0);
+        let own: usize = live.iter().map(|&(l, _, most)| l.size() * most).sum();
         SharedBuffers {
-            requests: requests
-                .map(|(q, s)| (q.layout, q.elem, given(q, s).unwrap_or(q.layout)))
+            requests: (self.requests.iter().zip(offsets))
+                .map(|(q, o)| (q.layout, o))
                 .collect(),
-            layouts,
-            total,
+            layouts: live.iter().map(|&(l, ..)| l).collect(),
+            slab,
+            total: slab + own,
         }
     }
 }
 
-/// One shared buffer: its layout, its element size, and the lifetimes of the requests it
-/// serves.
-struct Place {
-    layout: Layout,
-    elem: usize,
-    lives: Vec<(u64, u64)>,
-}
-
-impl Place {
-    /// Whether request `q`, living over `life`, can take this buffer (placed largest first,
-    /// it is no larger than the buffer).
-    fn serves(&self, q: &Request, life: (u64, u64)) -> bool {
-        let apart = |&(born, died): &(u64, u64)| died <= life.0 || life.1 <= born;
-        self.layout.align() == q.layout.align()
-            && self.elem == q.elem
-            && self.lives.iter().all(apart)
-    }
-}
-
-/// For each request of a call, in order, the size of the buffer made for it; and the layouts
-/// and total bytes of all those buffers.
+/// For each request of a call, in order, its offset in one slab (none for a small one); the
+/// layouts of the small ones; and the slab's bytes, and the bytes of the slab and of the most
+/// small buffers live at once together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SharedBuffers {
-    /// The layout asked for, the element size, and the layout of the buffer that serves it.
-    requests: Vec<(Layout, usize, Layout)>,
-    /// Every buffer's layout, once each.
+    /// The layout asked for, and the offset in the slab.
+    requests: Vec<(Layout, Option<usize>)>,
     layouts: Vec<Layout>,
+    slab: usize,
     total: usize,
 }
 
 impl SharedBuffers {
-    /// The layout of the buffer for request `k`, when it asks for `layout` with elements of
-    /// `elem` bytes as the traced call did; `None` for a request that call did not make.
-    pub(crate) fn layout_for(&self, k: usize, layout: Layout, elem: usize) -> Option<Layout> {
-        let &(asked, e, given) = self.requests.get(k)?;
-        (asked == layout && e == elem).then_some(given)
+    /// Request `k`'s offset in the slab, when it asks for `layout` as the traced call did and
+    /// was placed; `None` for a small request or one the traced call did not make.
+    pub(crate) fn offset_for(&self, k: usize, layout: Layout) -> Option<usize> {
+        let &(asked, offset) = self.requests.get(k)?;
+        (asked == layout).then_some(offset)?
     }
 
-    /// Whether some buffer has this layout (a short list, searched in order: this runs for
-    /// every buffer a call gives back).
+    /// Whether free buffers of this layout serve small requests (a short list, searched in
+    /// order: this runs for every buffer a call gives back).
     pub(crate) fn serves(&self, layout: Layout) -> bool {
         self.layouts.contains(&layout)
     }
 
-    /// The bytes of all the buffers together.
+    /// The slab's bytes.
+    pub(crate) fn slab(&self) -> usize {
+        self.slab
+    }
+
+    /// The bytes of the slab and of the small requests' buffers together.
     pub(crate) fn total(&self) -> usize {
         self.total
     }
@@ -153,63 +172,77 @@ mod tests {
     }
 
     #[test]
-    fn values_living_at_other_times_share_the_largest_one_s_buffer() {
+    fn values_living_at_other_times_share_the_slab() {
+        let f32s = Layout::array::<f32>(1100).unwrap();
         let mut t = Trace::default();
-        t.made(f64s(100), 8, 1); // a
-        t.made(f64s(50), 8, 2); // b, while a lives
+        t.made(f64s(2000), 1); // a
+        t.made(f64s(600), 2); // b, while a lives
         t.returned(1); // a goes
-        t.made(f64s(80), 8, 3); // c fits in a's buffer
-        t.made(Layout::array::<f32>(10).unwrap(), 4, 4); // another element size: its own
-        t.returned(2);
-        t.returned(3);
+        t.made(f64s(1000), 3); // c takes a's place
+        t.made(f32s, 4); // d, another element type, beside c in a's place
+        t.made(f64s(10), 5); // e, small
+        for at in 2..=5 {
+            t.returned(at);
+        }
         let s = t.shared();
-        assert_eq!(s.layout_for(0, f64s(100), 8), Some(f64s(100)));
-        assert_eq!(s.layout_for(1, f64s(50), 8), Some(f64s(50)));
+        // a's 16000 bytes at 0 and b's 4800 after them; c's 8000 and d's 4400 (4416 rounded
+        // to a cache line) in a's place.
+        assert_eq!(s.offset_for(0, f64s(2000)), Some(0));
+        assert_eq!(s.offset_for(1, f64s(600)), Some(16000));
+        assert_eq!(s.offset_for(2, f64s(1000)), Some(0), "c takes a's place");
+        assert_eq!(s.offset_for(3, f32s), Some(8000), "d follows c");
+        assert_eq!(s.offset_for(4, f64s(10)), None, "e is small");
+        assert!(s.serves(f64s(10)) && !s.serves(f64s(1000)));
+        assert_eq!((s.slab(), s.total()), (16000 + 4800, 16000 + 4800 + 80));
         assert_eq!(
-            s.layout_for(2, f64s(80), 8),
-            Some(f64s(100)),
-            "c takes a's buffer"
-        );
-        assert_eq!(
-            s.layout_for(3, Layout::array::<f32>(10).unwrap(), 4),
-            Some(Layout::array::<f32>(10).unwrap())
-        );
-        assert_eq!(s.total(), 800 + 400 + 40);
-        assert_eq!(
-            s.layout_for(2, f64s(81), 8),
+            s.offset_for(2, f64s(1001)),
             None,
             "another size than traced"
         );
         assert_eq!(
-            s.layout_for(4, f64s(1), 8),
+            s.offset_for(5, f64s(1000)),
             None,
             "more requests than traced"
         );
-        assert!(s.serves(f64s(100)) && !s.serves(f64s(80)));
+    }
+
+    #[test]
+    fn small_values_need_as_many_buffers_as_live_at_once() {
+        let mut t = Trace::default();
+        t.made(f64s(10), 1);
+        t.made(f64s(10), 2);
+        t.returned(1);
+        t.made(f64s(10), 3);
+        t.returned(2);
+        t.returned(3);
+        assert_eq!(t.shared().total(), 160, "two live at once, never three");
     }
 
     #[test]
     fn a_buffer_freed_unseen_died_when_its_memory_is_made_again() {
         let mut t = Trace::default();
-        t.made(f64s(10), 8, 1); // dropped as a plain vector, never returned
-        t.made(f64s(10), 8, 1); // the allocator gave the same memory again
+        t.made(f64s(1000), 1); // dropped as a plain vector, never returned
+        t.made(f64s(1000), 1); // the allocator gave the same memory again
         t.returned(1);
-        assert_eq!(t.shared().total(), 80, "one buffer serves both");
+        assert_eq!(t.shared().slab(), 8000, "one part serves both");
     }
 
     #[test]
-    fn a_value_outliving_the_call_keeps_its_buffer() {
+    fn a_value_outliving_the_call_lives_to_its_end() {
         let mut t = Trace::default();
-        t.made(f64s(10), 8, 1); // a result, never returned
-        t.made(f64s(10), 8, 2);
+        t.made(f64s(1000), 1); // a result, never returned
+        t.made(f64s(1000), 2);
         t.returned(2);
-        t.made(f64s(10), 8, 3);
+        t.made(f64s(1000), 3);
         t.returned(3);
         let s = t.shared();
+        assert_eq!(s.offset_for(0, f64s(1000)), Some(0));
+        assert_eq!(s.offset_for(1, f64s(1000)), Some(8000), "beside the result");
         assert_eq!(
-            s.total(),
-            160,
-            "the result's buffer and one for the two others"
+            s.offset_for(2, f64s(1000)),
+            Some(8000),
+            "where the other was"
         );
+        assert_eq!(s.slab(), 16000);
     }
 }

@@ -480,7 +480,7 @@ pub(crate) fn is_sub_byte_int(d: DType) -> bool {
 
 /// An array from values whose count the caller has matched to the shape.
 fn array<T: Clone>(shape: Shape, data: impl Iterator<Item = T>) -> Array<T> {
-    Array::from_parts(shape, data.collect())
+    Array::from_parts(shape, data.collect::<Vec<_>>())
 }
 
 #[cfg(test)]

@@ -471,8 +471,9 @@ fn a_small_program_runs_in_one_buffer_and_equals_the_interpreter_bitwise() {
 }
 
 /// An executable keeps every buffer its calls share where those fit in the budget beside the
-/// inputs: here they hold the peak exactly, so even a budget of the peak keeps them all, and
-/// live values and free buffers stay within it. (`tests/peak_memory.rs` measures a program
+/// inputs. Here every value is small, so free buffers of its size serve it (no slab), and they
+/// hold the peak exactly: even a budget of the peak keeps them all, and live values and free
+/// buffers stay within it. (`tests/peak_memory.rs` measures a program
 /// whose shared buffers do not fit.)
 #[test]
 fn free_buffers_kept_stay_within_what_the_budget_leaves_above_the_peak() {
@@ -503,8 +504,48 @@ fn free_buffers_kept_stay_within_what_the_budget_leaves_above_the_peak() {
         let got = exe.run(&args, tight).unwrap();
         assert_eq!(got, want, "call {call}");
         let results: u64 = got.iter().map(|r| r.ty().bytes() as u64).sum();
-        assert!(exe.pooled_bytes() as u64 + results + inputs <= peak);
+        assert_eq!(exe.pooled_bytes() as u64 + results + inputs, peak);
         exe.recycle(got);
         assert_eq!(exe.pooled_bytes() as u64, shared);
+    }
+}
+
+/// Values of a page and more live in the slab an executable learns. A caller keeping a call's
+/// results while making the next call holds their ranges: the next call's values placed there
+/// get memory of their own, so the kept results are never overwritten, and every call's results
+/// are the interpreter's.
+#[test]
+fn results_kept_across_calls_keep_their_values() {
+    // Rows of 16 f64s: 64 rows make each value 8 KiB, above the slab's smallest.
+    let ty = |dims: &[usize]| TensorType::new(DType::F64, dims.to_vec());
+    let mut b = Builder::new();
+    let x = b.input("x", ty(&[64, 16]), InputKind::Data).unwrap();
+    let w = b.input("w", ty(&[16, 16]), InputKind::Param).unwrap();
+    let xw = b.matmul(x, w).unwrap();
+    let h = b.tanh(xw).unwrap();
+    let y = b.mul(h, x).unwrap();
+    let big = b.finish(&[y]).unwrap();
+    let big = catml::ad::vjp(&big).unwrap().program;
+    let args = |k: usize| {
+        vec![
+            value(DType::F64, [64, 16], k),
+            value(DType::F64, [16, 16], k + 1),
+            value(DType::F64, [64, 16], k + 2),
+        ]
+    };
+    let exe = Executable::new(big.clone()).unwrap();
+    let mut kept = Vec::new();
+    for k in 0..4 {
+        let got = exe.run(&args(k), EvalOptions::default()).unwrap();
+        assert_eq!(got, interp::eval(&big, &args(k)).unwrap(), "call {k}");
+        kept.push((k, got));
+    }
+    assert!(exe.shared_bytes().unwrap() >= 8 << 10, "a slab was learnt");
+    for (k, got) in &kept {
+        assert_eq!(
+            got,
+            &interp::eval(&big, &args(*k)).unwrap(),
+            "kept from call {k}"
+        );
     }
 }

@@ -115,7 +115,7 @@ impl AttentionProbs {
                 },
             )
         })?;
-        Ok(Array::new(dims, out).expect("batch * heads * tq * tk elements"))
+        Ok(Array::with_elems(dims, out).expect("batch * heads * tq * tk elements"))
     }
 }
 

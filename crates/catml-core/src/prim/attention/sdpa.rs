@@ -58,7 +58,7 @@ impl FloatKernel for Sdpa {
         });
         let mut dims = x[0].dims().to_vec();
         dims[3] = dv;
-        Ok(Array::new(dims, out).expect("batch * heads * tq * dv elements"))
+        Ok(Array::with_elems(dims, out).expect("batch * heads * tq * dv elements"))
     }
 }
 

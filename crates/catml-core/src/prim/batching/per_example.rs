@@ -154,7 +154,8 @@ fn stack(parts: Vec<Tensor>, ty: &TensorType) -> Result<Tensor, KernelError> {
         for p in parts {
             data.extend_from_slice(p.data());
         }
-        Array::new(ty.dims().to_vec(), data).map_err(|e| KernelError::Unsupported(e.to_string()))
+        Array::with_elems(ty.dims().to_vec(), data)
+            .map_err(|e| KernelError::Unsupported(e.to_string()))
     }
     let mixed = || KernelError::Unsupported("examples gave results of different dtypes".into());
     Ok(match ty.dtype {

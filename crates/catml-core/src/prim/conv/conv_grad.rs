@@ -87,7 +87,8 @@ impl FloatKernel for ConvInputGrad {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let g = self.geom(x[0].dims(), x[1].dims());
         let dx = conv_input_grad(x[0].data(), x[1].data(), &g)?;
-        Ok(Array::new(self.x_dims(x[0].dims(), x[1].dims()), dx).expect("kernel output size"))
+        Ok(Array::with_elems(self.x_dims(x[0].dims(), x[1].dims()), dx)
+            .expect("kernel output size"))
     }
 }
 
@@ -141,7 +142,7 @@ impl Primitive for ConvInputGrad {
         };
         let dims = self.x_dims(x[0].dims(), x[1].dims());
         Some(Ok(
-            Array::new(Shape::new(dims), dx).expect("kernel output size")
+            Array::with_elems(Shape::new(dims), dx).expect("kernel output size")
         ))
     }
     fn is_contraction(&self) -> bool {
@@ -281,7 +282,7 @@ impl Primitive for ConvWeightGrad {
         };
         let dims = self.w_dims(x[0].dims(), x[1].dims());
         Some(Ok(
-            Array::new(Shape::new(dims), dw).expect("kernel output size")
+            Array::with_elems(Shape::new(dims), dw).expect("kernel output size")
         ))
     }
     fn is_contraction(&self) -> bool {

@@ -10,6 +10,7 @@
 use rayon::prelude::*;
 
 use crate::prim::window::geometry::Axis;
+use crate::tensor::alloc::Elems;
 use crate::tensor::kernels::{gemm_into_serial, MatRef};
 use crate::tensor::{Element, Float};
 
@@ -143,7 +144,7 @@ pub fn conv_forward<T: Float>(
     w: &[T],
     bias: Option<&[T]>,
     g: &ConvGeom,
-) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+) -> Result<Elems<T>, crate::tensor::alloc::AllocError> {
     let (k, p, og) = (g.taps(), g.pixels_out(), g.og());
     let x_sample = g.c * g.pixels_in();
     let mut y = crate::tensor::alloc::filled(g.y_len(), T::zero())?;
@@ -172,7 +173,7 @@ pub fn conv_input_grad<T: Float>(
     u: &[T],
     w: &[T],
     g: &ConvGeom,
-) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+) -> Result<Elems<T>, crate::tensor::alloc::AllocError> {
     let (k, p, og) = (g.taps(), g.pixels_out(), g.og());
     let mut dx = crate::tensor::alloc::filled(g.x_len(), T::zero())?;
     dx.par_chunks_mut(g.c * g.pixels_in())
@@ -276,10 +277,10 @@ pub fn conv_direct<T: Element>(
     w: &[T],
     bias: Option<&[T]>,
     g: &ConvGeom,
-) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+) -> Result<Elems<T>, crate::tensor::alloc::AllocError> {
     let p = g.pixels_out();
-    let mut y: Vec<T> = match bias {
-        Some(b) => (0..g.y_len()).map(|i| b[(i / p) % g.o].clone()).collect(),
+    let mut y = match bias {
+        Some(b) => crate::tensor::alloc::collect((0..g.y_len()).map(|i| b[(i / p) % g.o].clone()))?,
         None => crate::tensor::alloc::filled(g.y_len(), T::zero())?,
     };
     for_each_tap(g, |xi, wi, yi| {
@@ -293,7 +294,7 @@ pub fn conv_input_grad_direct<T: Element>(
     u: &[T],
     w: &[T],
     g: &ConvGeom,
-) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+) -> Result<Elems<T>, crate::tensor::alloc::AllocError> {
     let mut dx = crate::tensor::alloc::filled(g.x_len(), T::zero())?;
     for_each_tap(g, |xi, wi, yi| {
         dx[xi] = dx[xi].clone() + u[yi].clone() * w[wi].clone();
@@ -306,7 +307,7 @@ pub fn conv_weight_grad_direct<T: Element>(
     x: &[T],
     u: &[T],
     g: &ConvGeom,
-) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+) -> Result<Elems<T>, crate::tensor::alloc::AllocError> {
     let mut dw = crate::tensor::alloc::filled(g.w_len(), T::zero())?;
     for_each_tap(g, |xi, wi, yi| {
         dw[wi] = dw[wi].clone() + x[xi].clone() * u[yi].clone();
@@ -359,7 +360,7 @@ mod tests {
         );
         assert_eq!(
             Ok(conv_weight_grad(&x, &u, &g)),
-            conv_weight_grad_direct(&x, &u, &g)
+            conv_weight_grad_direct(&x, &u, &g).map(Elems::into_vec)
         );
     }
 

@@ -50,7 +50,7 @@ impl FloatKernel for Conv {
         let g = self.spec.geom(x[0].dims(), x[1].dims());
         let bias = x.get(2).map(|b| b.data());
         let y = conv_forward(x[0].data(), x[1].data(), bias, &g)?;
-        Ok(Array::new(Shape::new(self.spec.out_dims(&g)), y).expect("kernel output size"))
+        Ok(Array::with_elems(Shape::new(self.spec.out_dims(&g)), y).expect("kernel output size"))
     }
 }
 
@@ -98,7 +98,7 @@ impl Primitive for Conv {
             Err(e) => return Some(Err(e.into())),
         };
         Some(Ok(
-            Array::new(Shape::new(self.spec.out_dims(&g)), y).expect("kernel output size")
+            Array::with_elems(Shape::new(self.spec.out_dims(&g)), y).expect("kernel output size")
         ))
     }
     fn is_contraction(&self) -> bool {

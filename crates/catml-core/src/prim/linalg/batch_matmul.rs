@@ -92,12 +92,12 @@ impl BatchMatMul {
             MatStack::new(a.data(), a.dims()),
             MatStack::new(b.data(), b.dims()),
         );
-        let mut out: Vec<T> = alloc::with_capacity(s.batch * s.m * s.n)?;
+        let mut out: alloc::Elems<T> = alloc::with_capacity(s.batch * s.m * s.n)?;
         for i in 0..s.batch {
             let (x, y) = self.slices(&sa, &sb, i);
-            out.extend(matmul_generic(x, y)?);
+            out.extend_from_slice(&matmul_generic(x, y)?);
         }
-        Ok(Array::new(Self::out_shape(a.dims(), &s), out).expect("batch * m * n elements"))
+        Ok(Array::with_elems(Self::out_shape(a.dims(), &s), out).expect("batch * m * n elements"))
     }
 
     /// The products of the stacks `a` and `b`, the result permuted by `result` if given.
@@ -113,13 +113,13 @@ impl BatchMatMul {
         Ok(match result {
             None => {
                 let out = gemm_batched_result(s.batch, (s.m, s.n), slices)?;
-                Array::new(dims, out).expect("batch * m * n elements")
+                Array::with_elems(dims, out).expect("batch * m * n elements")
             }
             Some(perm) => {
                 let batch = &dims.dims()[..dims.rank() - 2];
                 let out = gemm_batched_permuted(batch, (s.m, s.n), perm, slices)?;
                 let permuted: Vec<usize> = perm.iter().map(|&p| dims.dims()[p]).collect();
-                Array::new(permuted, out).expect("batch * m * n elements")
+                Array::with_elems(permuted, out).expect("batch * m * n elements")
             }
         })
     }

@@ -43,7 +43,7 @@ impl FloatKernel for Linear {
         // Start from the broadcast bias and accumulate x W^T onto it.
         let mut y = alloc::with_capacity(batch * out)?;
         for _ in 0..batch {
-            y.extend_from_slice(bias);
+            y.extend_copied(bias);
         }
         let (a, w) = product_operands((x[0].data(), x[0].dims()), (x[1].data(), x[1].dims()));
         gemm_into_result(&mut y, a, w, true);
@@ -54,7 +54,7 @@ impl FloatKernel for Linear {
         } else {
             &dims[1..]
         };
-        Ok(Array::new(dims, y).expect("batch * out elements"))
+        Ok(Array::with_elems(dims, y).expect("batch * out elements"))
     }
 }
 
@@ -151,7 +151,7 @@ impl Primitive for Linear {
         } else {
             vec![out]
         };
-        Some(Array::new(dims, y).map_err(|e| KernelError::Unsupported(e.to_string())))
+        Some(Array::with_elems(dims, y).map_err(|e| KernelError::Unsupported(e.to_string())))
     }
     fn is_contraction(&self) -> bool {
         true

@@ -10,7 +10,7 @@ use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::ir::{PermutedKernel, Permutes, SliceKernel, SliceOperand};
 use crate::prim::dispatch::{arity, eval_float, float_operand, FloatKernel};
 use crate::prim::Ops;
-use crate::tensor::alloc::AllocError;
+use crate::tensor::alloc::{AllocError, Elems};
 use crate::tensor::kernels::{gemm_into, gemm_into_result, gemm_result, matmul_generic, MatRef};
 use crate::tensor::{Array, Element, Float, RArray, Shape, Tensor, TensorType};
 
@@ -39,12 +39,12 @@ impl MatMul {
     fn run<T: Element>(
         &self,
         x: &[&Array<T>],
-        mm: impl Fn(MatRef<'_, T>, MatRef<'_, T>) -> Result<Vec<T>, AllocError>,
+        mm: impl Fn(MatRef<'_, T>, MatRef<'_, T>) -> Result<Elems<T>, AllocError>,
     ) -> Result<Array<T>, KernelError> {
         let a = Self::operand(x[0].data(), x[0].dims(), self.transpose_a);
         let b = Self::operand(x[1].data(), x[1].dims(), self.transpose_b);
         let shape = Shape::from([a.rows, b.cols]);
-        Ok(Array::new(shape, mm(a, b)?).expect("gemm returns rows * cols elements"))
+        Ok(Array::with_elems(shape, mm(a, b)?).expect("gemm returns rows * cols elements"))
     }
 }
 

@@ -145,7 +145,7 @@ impl BatchNorm {
             let r = 1.0 / (var + self.epsilon).sqrt();
             out.push(T::from_f64(scale[ch] * (wide(*v) - mu) * r + bias[ch]));
         }
-        Ok(Array::new(dims.to_vec(), out).expect("x's shape"))
+        Ok(Array::with_elems(dims.to_vec(), out).expect("x's shape"))
     }
 }
 

@@ -36,11 +36,9 @@ impl FloatKernel for AvgPool2d {
     fn float<T: Float>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let g = self.attrs.geom(x[0].dims());
         let k = T::from_f64(self.scale());
-        let y = sum_pool(x[0].data(), &g)?
-            .into_iter()
-            .map(|v| v * k)
-            .collect();
-        Ok(Array::new([g.n, g.c, g.h.out(), g.w.out()], y).expect("kernel output size"))
+        let mut y = sum_pool(x[0].data(), &g)?;
+        y.iter_mut().for_each(|v| *v = *v * k);
+        Ok(Array::with_elems([g.n, g.c, g.h.out(), g.w.out()], y).expect("kernel output size"))
     }
 }
 
@@ -72,7 +70,7 @@ impl Primitive for AvgPool2d {
         let g = self.attrs.geom(x[0].dims());
         let k = Rational::one() / Rational::from_integer(self.attrs.window().into());
         let y = match sum_pool(x[0].data(), &g) {
-            Ok(y) => y.into_iter().map(|v| v * k.clone()).collect(),
+            Ok(y) => y.iter().map(|v| v.clone() * k.clone()).collect(),
             Err(e) => return Some(Err(e.into())),
         };
         Some(Ok(

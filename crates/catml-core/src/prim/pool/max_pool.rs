@@ -224,7 +224,7 @@ impl RingKernel for MaxPool2dScatter {
         let g = self.attrs.geom(x[0].dims());
         let (at, _) = argmax(x[0].data(), &g);
         let dx = put(x[1].data(), &at, x[0].len())?;
-        Ok(Array::new(x[0].shape().clone(), dx).expect("kernel output size"))
+        Ok(Array::with_elems(x[0].shape().clone(), dx).expect("kernel output size"))
     }
 }
 

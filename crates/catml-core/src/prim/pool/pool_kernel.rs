@@ -5,6 +5,7 @@
 use rayon::prelude::*;
 
 use crate::prim::conv::conv_kernel::ConvGeom;
+use crate::tensor::alloc::Elems;
 use crate::tensor::Element;
 
 /// For one tap `kw`, calls `f(output column, input column)` over the columns reading input.
@@ -24,7 +25,7 @@ fn columns(g: &ConvGeom, kw: usize, mut f: impl FnMut(usize, usize)) {
 pub fn sum_pool<T: Element>(
     x: &[T],
     g: &ConvGeom,
-) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+) -> Result<Elems<T>, crate::tensor::alloc::AllocError> {
     let (ho, wo, hw) = (g.h.out(), g.w.out(), g.pixels_in());
     let mut y = crate::tensor::alloc::filled(g.n * g.c * ho * wo, T::zero())?;
     y.par_chunks_mut(ho * wo)
@@ -51,7 +52,7 @@ pub fn sum_pool<T: Element>(
 pub fn sum_pool_transpose<T: Element>(
     u: &[T],
     g: &ConvGeom,
-) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+) -> Result<Elems<T>, crate::tensor::alloc::AllocError> {
     let (ho, wo, hw) = (g.h.out(), g.w.out(), g.pixels_in());
     let mut dx = crate::tensor::alloc::filled(g.n * g.c * hw, T::zero())?;
     dx.par_chunks_mut(hw)
@@ -130,7 +131,7 @@ pub fn put<T: Element>(
     u: &[T],
     at: &[usize],
     len: usize,
-) -> Result<Vec<T>, crate::tensor::alloc::AllocError> {
+) -> Result<Elems<T>, crate::tensor::alloc::AllocError> {
     let mut dx = crate::tensor::alloc::filled(len, T::zero())?;
     for (v, &i) in u.iter().zip(at) {
         dx[i] = dx[i].clone() + v.clone();

@@ -29,7 +29,7 @@ impl RingKernel for SumPool2d {
     fn ring<T: Element>(&self, x: &[&Array<T>]) -> Result<Array<T>, KernelError> {
         let g = self.attrs.geom(x[0].dims());
         let y = sum_pool(x[0].data(), &g)?;
-        Ok(Array::new([g.n, g.c, g.h.out(), g.w.out()], y).expect("kernel output size"))
+        Ok(Array::with_elems([g.n, g.c, g.h.out(), g.w.out()], y).expect("kernel output size"))
     }
 }
 
@@ -104,7 +104,7 @@ impl RingKernel for SumPool2dTranspose {
         let dims = [d[0], d[1], self.input_size[0], self.input_size[1]];
         let g = self.attrs.geom(&dims);
         let dx = sum_pool_transpose(x[0].data(), &g)?;
-        Ok(Array::new(Shape::new(dims.to_vec()), dx).expect("kernel output size"))
+        Ok(Array::with_elems(Shape::new(dims.to_vec()), dx).expect("kernel output size"))
     }
 }
 

@@ -53,7 +53,7 @@ impl Argmax {
             .map(|&i| x.dims()[i])
             .collect();
         let positions = alloc::collect(slices.into_iter().map(to))?;
-        Ok(Array::new(dims, positions).expect("one position per slice"))
+        Ok(Array::with_elems(dims, positions).expect("one position per slice"))
     }
 }
 

@@ -82,12 +82,12 @@ pub(crate) fn reduce_slices<T: Element>(
     mut f: impl FnMut(&[T]) -> T,
 ) -> Result<Array<T>, AllocError> {
     let (moved, m) = reduced_last(a, axes)?;
-    let out: Vec<T> = alloc::collect(moved.data().chunks(m).map(&mut f))?;
+    let out: alloc::Elems<T> = alloc::collect(moved.data().chunks(m).map(&mut f))?;
     let dims: Vec<usize> = kept(a.dims().len(), axes)
         .iter()
         .map(|&i| a.dims()[i])
         .collect();
-    Ok(Array::new(Shape::new(dims), out).expect("one value per slice"))
+    Ok(Array::with_elems(Shape::new(dims), out).expect("one value per slice"))
 }
 
 /// A slice-to-slice map: `f(input slice, output slice)`; the result has the operand's shape.
@@ -103,7 +103,7 @@ pub(crate) fn map_slices<T: Element>(
     for (x, y) in moved.data().chunks(m).zip(out.chunks_mut(m)) {
         f(x, y);
     }
-    let out = Array::new(moved.shape().clone(), out).expect("same length");
+    let out = Array::with_elems(moved.shape().clone(), out).expect("same length");
     if is_identity(&perm) {
         return Ok(out);
     }

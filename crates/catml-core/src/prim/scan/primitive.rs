@@ -265,8 +265,8 @@ fn row(x: &Tensor, t: usize) -> Result<Tensor, KernelError> {
 
 /// The packed value being written: one buffer of the scan's dtype.
 enum Packed {
-    F32(Vec<f32>),
-    F64(Vec<f64>),
+    F32(crate::tensor::alloc::Elems<f32>),
+    F64(crate::tensor::alloc::Elems<f64>),
 }
 
 impl Packed {
@@ -295,8 +295,8 @@ impl Packed {
     fn into_tensor(self) -> Result<Tensor, KernelError> {
         let bad = |e: crate::tensor::TensorError| KernelError::Unsupported(e.to_string());
         Ok(match self {
-            Packed::F32(v) => Tensor::F32(Array::new([v.len()], v).map_err(bad)?),
-            Packed::F64(v) => Tensor::F64(Array::new([v.len()], v).map_err(bad)?),
+            Packed::F32(v) => Tensor::F32(Array::with_elems([v.len()], v).map_err(bad)?),
+            Packed::F64(v) => Tensor::F64(Array::with_elems([v.len()], v).map_err(bad)?),
         })
     }
 }

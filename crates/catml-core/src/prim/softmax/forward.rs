@@ -48,7 +48,7 @@ fn run<T: Float>(
     } else {
         softmax_strided(x.data(), &mut out, len, inner, log);
     }
-    Ok(Array::new(x.shape().clone(), out).expect("same shape"))
+    Ok(Array::with_elems(x.shape().clone(), out).expect("same shape"))
 }
 
 /// Broadcasts a value reduced over `axis` back to the type `ty`.

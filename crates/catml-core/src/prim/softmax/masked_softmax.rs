@@ -102,7 +102,7 @@ impl FloatKernel for MaskedSoftmax {
             .zip(x[0].data().par_chunks(tq * tk))
             .enumerate()
             .for_each(|(slice, (p, s))| masked_rows(&self.mask, slice / heads, s, p, tq, tk, c));
-        Ok(Array::new(x[0].shape().clone(), out).expect("same shape"))
+        Ok(Array::with_elems(x[0].shape().clone(), out).expect("same shape"))
     }
 }
 

@@ -75,7 +75,7 @@ impl FloatKernel for SoftmaxPullback {
         let c = T::from_f64(self.scale);
         let (y, v) = (x[0].data(), x[1].data());
         let n = len * inner;
-        let mut out: Vec<T> = alloc::with_capacity(y.len())?;
+        let mut out: alloc::Elems<T> = alloc::with_capacity(y.len())?;
         let spare = &mut out.spare_capacity_mut()[..y.len()];
         // Each block is counted right after it is written, when evaluation asks.
         kernels::counting(|found| {
@@ -97,7 +97,7 @@ impl FloatKernel for SoftmaxPullback {
         });
         // SAFETY: the blocks cover the first y.len() elements, and `block` writes each one.
         unsafe { out.set_len(y.len()) };
-        Ok(Array::new(x[0].shape().clone(), out).expect("same shape"))
+        Ok(Array::with_elems(x[0].shape().clone(), out).expect("same shape"))
     }
 }
 
@@ -121,7 +121,7 @@ fn exact<T: Element>(
             }
         }
     }
-    Ok(Array::new(y.shape().clone(), out).expect("same shape"))
+    Ok(Array::with_elems(y.shape().clone(), out).expect("same shape"))
 }
 
 /// sum_axis(a b), broadcast back.

@@ -13,6 +13,7 @@ use num_traits::ToPrimitive;
 
 use crate::ir::{Draw, DrawError, Drawing, Drawn, Interval};
 use crate::prim::Ops;
+use crate::tensor::alloc::Elems;
 use crate::tensor::{Array, DType, Element, RArray, Tensor, TensorType};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +64,7 @@ pub(crate) fn index_operand(inputs: &[TensorType], i: usize) -> Result<(), TypeE
     }
 }
 
-fn encode<T: Element>(idx: &[i64], classes: usize) -> Result<Vec<T>, KernelError> {
+fn encode<T: Element>(idx: &[i64], classes: usize) -> Result<Elems<T>, KernelError> {
     let mut out = crate::tensor::alloc::filled(idx.len() * classes, T::zero())?;
     for (n, &i) in idx.iter().enumerate() {
         out[n * classes + checked_index(i, n, classes)?] = T::one();
@@ -118,8 +119,12 @@ impl Primitive for OneHot {
         let mut dims = idx.dims().to_vec();
         dims.push(self.classes);
         let t = match self.dtype {
-            DType::F32 => Tensor::f32(dims, encode(idx.data(), self.classes)?),
-            DType::F64 => Tensor::f64(dims, encode(idx.data(), self.classes)?),
+            DType::F32 => {
+                Array::with_elems(dims, encode(idx.data(), self.classes)?).map(Tensor::F32)
+            }
+            DType::F64 => {
+                Array::with_elems(dims, encode(idx.data(), self.classes)?).map(Tensor::F64)
+            }
             d => return Err(KernelError::Unsupported(format!("one_hot to {d}"))),
         };
         t.map_err(|e| KernelError::Unsupported(e.to_string()))
@@ -133,7 +138,7 @@ impl Primitive for OneHot {
             let mut dims = idx.dims().to_vec();
             dims.push(self.classes);
             let rows = encode(idx.data(), self.classes)?;
-            Ok(Array::new(dims, rows).expect("one row per index"))
+            Ok(Array::with_elems(dims, rows).expect("one row per index"))
         })())
     }
     fn flops(&self, _inputs: &[TensorType], _output: &TensorType) -> u64 {

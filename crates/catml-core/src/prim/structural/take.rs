@@ -39,7 +39,7 @@ fn take_rows<T: Element>(table: &Array<T>, idx: &Array<i64>) -> Result<Array<T>,
     }
     let mut dims = idx.dims().to_vec();
     dims.push(width);
-    Ok(Array::new(dims, out).expect("one row per index"))
+    Ok(Array::with_elems(dims, out).expect("one row per index"))
 }
 
 fn scatter<T: Element>(
@@ -56,7 +56,7 @@ fn scatter<T: Element>(
             *o = o.clone() + s.clone();
         }
     }
-    Ok(Array::new([rows, width], out).expect("rows * width"))
+    Ok(Array::with_elems([rows, width], out).expect("rows * width"))
 }
 
 /// One-hot rows of the flattened indices: (N, classes).

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::count_non_finite;
-use crate::tensor::alloc::{self, AllocError};
+use crate::tensor::alloc::{self, AllocError, Elems};
 use crate::tensor::shape::{keeps_last_axis, read_through, row_major, write_through, Strides};
 use crate::tensor::{Element, Float};
 
@@ -166,7 +166,7 @@ pub fn gemm_into_result<T: Float>(
 
 /// [`gemm()`] for a kernel whose node's whole result is C, counted as [`gemm_into_result`]
 /// counts it.
-pub fn gemm_result<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Vec<T>, AllocError> {
+pub fn gemm_result<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Elems<T>, AllocError> {
     super::counting(|counter| gemm_new(a, b, counter))
 }
 
@@ -207,7 +207,7 @@ pub fn gemm_batched<'a, T: Float>(
     (m, n): (usize, usize),
     operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
     then: impl Fn(usize, &mut [T]) + Sync,
-) -> Result<Vec<T>, AllocError> {
+) -> Result<Elems<T>, AllocError> {
     let block = m * n;
     // SAFETY: product i writes its own block, rows of n at stride n, and `then` reads that
     // block only after the product wrote it.
@@ -230,7 +230,7 @@ pub fn gemm_batched_result<'a, T: Float>(
     count: usize,
     (m, n): (usize, usize),
     operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
-) -> Result<Vec<T>, AllocError> {
+) -> Result<Elems<T>, AllocError> {
     let block = m * n;
     // SAFETY: product i writes its own block, rows of n at stride n.
     super::counting(|counter| unsafe {
@@ -255,7 +255,7 @@ pub fn gemm_batched_permuted<'a, T: Float>(
     (m, n): (usize, usize),
     perm: &[usize],
     operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
-) -> Result<Vec<T>, AllocError> {
+) -> Result<Elems<T>, AllocError> {
     let rank = batch.len() + 2;
     assert!(
         keeps_last_axis(perm, rank),
@@ -294,10 +294,10 @@ unsafe fn stacked<'a, T: Float>(
     operands: impl Fn(usize) -> (MatRef<'a, T>, MatRef<'a, T>) + Sync,
     then: impl Fn(usize, *mut T) + Sync,
     counter: Option<&AtomicUsize>,
-) -> Result<Vec<T>, AllocError> {
+) -> Result<Elems<T>, AllocError> {
     use rayon::prelude::*;
     let len = count * m * n;
-    let mut out: Vec<T> = alloc::with_capacity(len)?;
+    let mut out: Elems<T> = alloc::with_capacity(len)?;
     let c = SendPtr(out.as_mut_ptr());
     let product = |i: usize, parallel: bool| {
         let (a, b) = operands(i);
@@ -514,7 +514,7 @@ unsafe fn faer_block<E: faer::traits::ComplexField + num_traits::One>(
 
 /// C = A B for floats.
 pub fn gemm<T: Float>(a: MatRef<'_, T>, b: MatRef<'_, T>) -> Result<Vec<T>, AllocError> {
-    gemm_new(a, b, None)
+    gemm_new(a, b, None).map(Elems::into_vec)
 }
 
 /// C = A B in a new buffer, counting C's non-finite elements into `counter` if given.
@@ -522,7 +522,7 @@ fn gemm_new<T: Float>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
     counter: Option<&AtomicUsize>,
-) -> Result<Vec<T>, AllocError> {
+) -> Result<Elems<T>, AllocError> {
     let len = a.rows * b.cols;
     let mut c = alloc::with_capacity(len)?;
     let parallel = a.rows * b.cols * a.cols >= PARALLEL_GEMM_MIN;
@@ -566,7 +566,7 @@ unsafe fn count_into<T: Float>(
 pub fn matmul_generic<T: Element>(
     a: MatRef<'_, T>,
     b: MatRef<'_, T>,
-) -> Result<Vec<T>, AllocError> {
+) -> Result<Elems<T>, AllocError> {
     let (m, k, n) = (a.rows, a.cols, b.cols);
     let mut c = alloc::with_capacity(m * n)?;
     for i in 0..m {
@@ -697,7 +697,7 @@ mod tests {
         let copied = MatStack::new(moved.data(), moved.dims());
         let bs = MatStack::new(b.data(), b.dims());
         let want = gemm_batched(6, (40, 24), |i| (copied.matrix(i), bs.matrix(i)), |_, _| {});
-        let want = Array::new(vec![2, 3, 40, 24], want.unwrap()).unwrap();
+        let want = Array::with_elems(vec![2, 3, 40, 24], want.unwrap()).unwrap();
         let perm = [2, 1, 0, 3];
         let got =
             gemm_batched_permuted(&[2, 3], (40, 24), &perm, |i| (read.matrix(i), bs.matrix(i)));

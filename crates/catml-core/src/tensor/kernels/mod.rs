@@ -181,7 +181,7 @@ pub fn strided_copy<T: Element>(
     src: &[T],
     dims: &[usize],
     strides: &[usize],
-) -> Result<Vec<T>, AllocError> {
+) -> Result<alloc::Elems<T>, AllocError> {
     let n: usize = dims.iter().product();
     let mut out = alloc::with_capacity(n)?;
     strided_copy_into(src, dims, strides, &mut out.spare_capacity_mut()[..n]);
