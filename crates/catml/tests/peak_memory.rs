@@ -99,6 +99,7 @@ fn the_measured_peak_matches_the_plans() {
             measured_peaks_match_the_plans();
             executables_hold_what_the_plans_predict();
             an_executable_allocates_no_value_buffer_in_its_steady_state();
+            an_executable_fed_its_own_results_allocates_no_value_buffer();
             an_executable_allocates_nothing_in_its_steady_state();
         });
 }
@@ -265,6 +266,61 @@ fn an_executable_allocates_no_value_buffer_in_its_steady_state() {
     );
     assert!(held <= peak, "held {held} > peak {peak}");
     assert_eq!(any, 0, "allocations per call through run_into");
+}
+
+/// A training step is fed its own results: the parameters it returned are its next inputs,
+/// held in the slab while the step makes their successors, and handed back once replaced.
+/// The values placed where a held result lies get buffers of their own the first time, which
+/// the pool keeps for the next time: after that no step allocates a value buffer.
+fn an_executable_fed_its_own_results_allocates_no_value_buffer() {
+    let ty = |dims: &[usize]| TensorType::new(DType::F64, dims.to_vec());
+    let mut b = Builder::new();
+    // y = tanh(tanh(x W) W) W + x: y, made last, is placed where the first product was, which
+    // the next step holds as its input while it makes its first product.
+    let x = b.input("x", ty(&[256, 512]), InputKind::Data).unwrap();
+    let w = b.input("w", ty(&[512, 512]), InputKind::Param).unwrap();
+    let mut h = x;
+    for _ in 0..2 {
+        let m = b.matmul(h, w).unwrap();
+        h = b.tanh(m).unwrap();
+    }
+    let z = b.matmul(h, w).unwrap();
+    let y = b.add(z, x).unwrap();
+    let p = b.finish(&[y]).unwrap();
+    let value = |i: usize, k: usize| {
+        let t = &p.inputs()[i].ty;
+        let data = (0..t.numel())
+            .map(|j| ((j * 5 + k) % 17) as f64 / 1700.0)
+            .collect();
+        Tensor::from_f64s(DType::F64, t.dims().to_vec(), data).unwrap()
+    };
+    let (mut x, bias) = (value(0, 1), value(1, 2));
+    let exe = Executable::new(p.clone()).unwrap();
+    let step = |x: &mut Tensor| {
+        let want = eval_with_options(&p, &[x.clone(), bias.clone()], EvalOptions::default());
+        let mut out = exe
+            .run(&[x.clone(), bias.clone()], EvalOptions::default())
+            .unwrap();
+        assert_eq!(out, want.unwrap());
+        exe.recycle([std::mem::replace(x, out.remove(0))]);
+    };
+    for _ in 0..3 {
+        step(&mut x);
+    }
+    // Two steps: a step whose input is in the slab and one whose input is not alternate.
+    let steady = large_allocations(|| {
+        for _ in 0..2 {
+            let args = [x.clone(), bias.clone()];
+            let mut out = exe.run(&args, EvalOptions::default()).unwrap();
+            drop(args);
+            exe.recycle([std::mem::replace(&mut x, out.remove(0))]);
+        }
+    });
+    println!("large allocations per step fed its own results: {steady}");
+    assert_eq!(
+        steady, 0,
+        "a step fed its own results allocated value buffers"
+    );
 }
 
 /// Allocations of any size made by `f`.

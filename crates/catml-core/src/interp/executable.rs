@@ -212,11 +212,16 @@ impl Executable {
 
     /// The bytes a call's pool may keep besides its live values: the slab of a pool that
     /// shares one, where it and the inputs fit in the budget (the live values are then in it
-    /// too); otherwise what the budget leaves above the peak, and at most the peak.
+    /// too), and free buffers of as many bytes as the inputs, for values placed where results
+    /// of the last call lie while the caller holds them as this call's inputs (a training
+    /// step's parameters); otherwise what the budget leaves above the peak, and at most the
+    /// peak.
     fn kept_bytes(&self, pool: &BufferPool, budget: u64) -> usize {
         let peak = self.plan.peak().bytes;
+        let inputs = self.input_bytes;
         let shared = (pool.shared_bytes().map(|b| b as u64))
-            .filter(|&b| b.saturating_add(self.input_bytes) <= budget);
+            .filter(|&b| b.saturating_add(inputs) <= budget)
+            .map(|b| b + inputs.min(budget - b - inputs));
         let kept = shared.unwrap_or(peak.min(budget.saturating_sub(peak)));
         usize::try_from(kept).unwrap_or(usize::MAX)
     }

@@ -122,13 +122,15 @@ enum Sharing {
     Following(Box<Following>),
 }
 
-/// The places learnt, the slab made for them (while the pool has room for it), and
-/// how many requests the call has made so far.
+/// The places learnt, the slab made for them (while the pool has room for it), how many
+/// requests the call has made so far, and the buffers out that serve requests whose range was
+/// held (by address).
 #[derive(Debug)]
 struct Following {
     buffers: SharedBuffers,
     slab: Option<Arc<Slab>>,
     next: usize,
+    stand_ins: Vec<usize>,
 }
 
 impl std::fmt::Debug for BufferPool {
@@ -195,6 +197,7 @@ impl BufferPool {
                 buffers,
                 slab: None,
                 next: 0,
+                stand_ins: Vec::new(),
             }));
         }
     }
@@ -263,6 +266,7 @@ impl BufferPool {
     /// A vector with room for `n` elements of `T`: a free buffer, or the slab's part for
     /// this request; `None` when one must be allocated.
     fn take_for<T>(&mut self, layout: Layout, n: usize) -> Option<Elems<T>> {
+        let mut held = false;
         match &mut self.sharing {
             Sharing::Off => {}
             // Traced buffers are made here, so that their addresses are known.
@@ -280,6 +284,7 @@ impl BufferPool {
                     buffers,
                     slab,
                     next,
+                    ..
                 } = &mut **following;
                 let offset = buffers.offset_for(*next, layout);
                 *next += 1;
@@ -295,13 +300,29 @@ impl BufferPool {
                                 Elems::in_slab(ptr.cast(), n, Arc::clone(slab))
                             });
                         }
+                        held = true;
                     }
                 }
             }
         }
-        let ptr = self.take(layout)?;
-        // SAFETY: a free buffer the global allocator gave out with the layout of `n` elements
-        // of `T` (equal size and alignment), holding no elements, owned by nobody else now.
+        let ptr = match (self.take(layout), held) {
+            (Some(ptr), _) => ptr,
+            // SAFETY: the layout's size is not zero (`take`).
+            (None, true) => NonNull::new(unsafe { std::alloc::alloc(layout) })?,
+            (None, false) => return None,
+        };
+        // A value still out lies in the request's range (the caller's input, say, a result of
+        // the last call): a stand-in, kept when it comes back, for the next time. A stand-in
+        // dropped elsewhere never comes back, so only as many as the call's requests are
+        // remembered, the oldest forgotten first.
+        if let (Sharing::Following(following), true) = (&mut self.sharing, held) {
+            if following.stand_ins.len() >= following.buffers.requests() {
+                following.stand_ins.remove(0);
+            }
+            following.stand_ins.push(ptr.as_ptr() as usize);
+        }
+        // SAFETY: a free buffer the global allocator gave out, or one just made, with the
+        // layout of `n` elements of `T`, holding no elements, owned by nobody else now.
         Some(unsafe { Elems::from_heap(ptr.cast(), n) })
     }
 
@@ -324,7 +345,12 @@ impl BufferPool {
                 trace.returned(free.ptr.as_ptr() as usize);
                 false
             }
-            Sharing::Following(following) => following.buffers.serves(free.layout),
+            Sharing::Following(following) => {
+                let at = free.ptr.as_ptr() as usize;
+                let stand_in = following.stand_ins.iter().position(|&s| s == at);
+                stand_in.map(|k| following.stand_ins.swap_remove(k));
+                stand_in.is_some() || following.buffers.serves(free.layout)
+            }
         };
         if kept && self.held + self.slab_bytes() + size <= self.limit {
             self.held += size;

@@ -147,9 +147,14 @@ impl SharedBuffers {
     }
 
     /// Whether free buffers of this layout serve small requests (a short list, searched in
-    /// order: this runs for every buffer a call gives back).
+    /// order: this runs for every buffer a call gives back but the slab's).
     pub(crate) fn serves(&self, layout: Layout) -> bool {
         self.layouts.contains(&layout)
+    }
+
+    /// How many requests the traced call made.
+    pub(crate) fn requests(&self) -> usize {
+        self.requests.len()
     }
 
     /// The slab's bytes.
