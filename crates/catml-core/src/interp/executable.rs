@@ -319,8 +319,9 @@ impl Executable {
             .held_bytes()
     }
 
-    /// The bytes of the slab calls share, once the first call has taught the pool where each
-    /// value can live in it (`docs/memory.md`, "Executables"); `None` before.
+    /// The bytes calls share: the slab, and free buffers for small values, once the first call
+    /// has taught the pool where each value can live (`docs/memory.md`, "Executables"); `None`
+    /// before.
     pub fn shared_bytes(&self) -> Option<usize> {
         (self.reuse.lock().unwrap_or_else(|held| held.into_inner()))
             .pool
