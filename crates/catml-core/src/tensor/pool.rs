@@ -271,8 +271,7 @@ impl BufferPool {
             Sharing::Off => {}
             // Traced buffers are made here, so that their addresses are known.
             Sharing::Tracing(trace) => {
-                // SAFETY: the layout's size is not zero (`take`).
-                let ptr = NonNull::new(unsafe { std::alloc::alloc(layout) })?;
+                let ptr = allocate(layout)?;
                 trace.made(layout, ptr.as_ptr() as usize);
                 // SAFETY: just allocated with the layout of `n` elements of `T`.
                 return Some(unsafe { Elems::from_heap(ptr.cast(), n) });
@@ -307,8 +306,7 @@ impl BufferPool {
         }
         let ptr = match (self.take(layout), held) {
             (Some(ptr), _) => ptr,
-            // SAFETY: the layout's size is not zero (`take`).
-            (None, true) => NonNull::new(unsafe { std::alloc::alloc(layout) })?,
+            (None, true) => allocate(layout)?,
             (None, false) => return None,
         };
         // A value still out lies in the request's range (the caller's input, say, a result of
@@ -347,9 +345,13 @@ impl BufferPool {
             }
             Sharing::Following(following) => {
                 let at = free.ptr.as_ptr() as usize;
-                let stand_in = following.stand_ins.iter().position(|&s| s == at);
-                stand_in.map(|k| following.stand_ins.swap_remove(k));
-                stand_in.is_some() || following.buffers.serves(free.layout)
+                match following.stand_ins.iter().position(|&s| s == at) {
+                    Some(k) => {
+                        following.stand_ins.swap_remove(k);
+                        true
+                    }
+                    None => following.buffers.serves(free.layout),
+                }
             }
         };
         if kept && self.held + self.slab_bytes() + size <= self.limit {
@@ -357,6 +359,13 @@ impl BufferPool {
             self.free.push(free);
         }
     }
+}
+
+/// Memory for `layout` from the global allocator, made here so that the pool knows its
+/// address; `layout`'s size is not zero (`take`).
+fn allocate(layout: Layout) -> Option<NonNull<u8>> {
+    // SAFETY: the layout's size is not zero.
+    NonNull::new(unsafe { std::alloc::alloc(layout) })
 }
 
 /// An empty vector with room for `n` elements from the active pool, if it holds a buffer or

@@ -63,7 +63,7 @@ impl Trace {
     /// [`SLAB_MIN`] bytes is not placed: free buffers of its size serve it, as many as of its
     /// size live at once.
     pub(crate) fn shared(&self) -> SharedBuffers {
-        let life = |q: &Request| (q.born, q.died.unwrap_or(u64::MAX));
+        let life_of = |q: &Request| (q.born, q.died.unwrap_or(u64::MAX));
         let mut order: Vec<usize> = (0..self.requests.len())
             .filter(|&r| self.requests[r].layout.size() >= SLAB_MIN)
             .collect();
@@ -74,7 +74,7 @@ impl Trace {
         let mut busy: Vec<(usize, usize)> = Vec::new();
         for r in order {
             let q = self.requests[r];
-            let life = life(&q);
+            let life = life_of(&q);
             let size = q.layout.size().next_multiple_of(SLAB_ALIGN);
             busy.clear();
             busy.extend(
@@ -96,7 +96,7 @@ impl Trace {
         // The small requests' buffers: of each layout, the most that live at once.
         let mut events: Vec<(u64, bool, Layout)> = Vec::new();
         for q in self.requests.iter().filter(|q| q.layout.size() < SLAB_MIN) {
-            let (born, died) = life(q);
+            let (born, died) = life_of(q);
             events.extend([(born, true, q.layout), (died, false, q.layout)]);
         }
         events.sort_unstable_by_key(|&(at, born, _)| (at, born));
