@@ -230,10 +230,20 @@ fn run_nodes(
     }
     // One operand list serves every node, so that handing operands over allocates nothing.
     let mut args = Operands::new();
+    // A value made unchecked, for the next node to check as it reads it (`reader_checks.rs`).
+    let mut unchecked: Option<Var> = None;
     for (i, node) in p.nodes().iter().enumerate() {
         let step = plan.steps.get(i).copied().unwrap_or(Step::Eval);
         let ops = &node.operands;
         let check = options.check_non_finite;
+        // Checked here unless this node is the reader that checks it (or does nothing).
+        if let Some(v) = unchecked {
+            let reader = step == Step::Eval && ops.contains(&v);
+            if !reader && (step != Step::Made || ops.contains(&v)) {
+                scan(p, env, v)?;
+                unchecked = None;
+            }
+        }
         match step {
             // The value was added into by an earlier node; only its operands' deaths are left.
             Step::Made => {
@@ -319,28 +329,51 @@ fn run_nodes(
         // are not checked until a node reads them, so copies of those are.
         let copies_checked =
             node.prim.copies_operand_values() && node.operands.iter().all(|o| o.index() >= n_in);
-        let check = check && !copies_checked;
+        // A value whose next reader checks it is made unchecked.
+        let read_checked = check && plan.checked_by_reader(slot - n_in);
+        let check = check && !copies_checked && !read_checked;
+        // The buffer of the value made unchecked, which this node reads (`reader_checks.rs`).
+        let watched = unchecked.and_then(|v| {
+            let moved = || args.get(ops.iter().position(|&o| o == v)?);
+            address(env[v.index()].as_ref().or_else(moved)?)
+        });
         // The kernel's error alone is returned from here, so that what it returns stays small.
         let kernel = || match added {
             Some(mut out) => node.prim.eval_added(&refs, &mut out).map(|()| out),
-            None if moving => {
-                let out = node.prim.eval_owned(&mut args);
-                // Operands the kernel did not take (borrowed copies) are released now.
-                args.clear();
-                out
-            }
+            None if moving => node.prim.eval_owned(&mut args),
             None => node.prim.eval(&refs),
         };
         // A kernel may count its result's non-finite values as it writes them
-        // (`tensor::checked`); otherwise the result is scanned here.
-        let (out, counted) = if !check {
-            (kernel(), Some(0))
+        // (`tensor::checked`); otherwise the result is scanned here. The reader of a value
+        // made unchecked is asked to count that value too, as it reads it.
+        let (out, counted, found) = if watched.is_some() {
+            checked::asking_watching(watched, kernel)
+        } else if !check {
+            (kernel(), Some(0), None)
         } else if node.prim.counts_non_finite(&node.ty) {
-            checked::asking(kernel)
+            let (out, counted) = checked::asking(kernel);
+            (out, counted, None)
         } else {
-            (kernel(), None)
+            (kernel(), None, None)
         };
         drop(refs);
+        if let Some(v) = unchecked.take() {
+            match found {
+                Some(w) if w.count > 0 => {
+                    return Err(non_finite_at(p, v.index() - n_in, w.count, w.first))
+                }
+                Some(_) => {}
+                // Not counted by the kernel: still held, unless the kernel wrote over it.
+                None => match (env[v.index()].as_ref())
+                    .or_else(|| args.iter().find(|t| address(t) == watched))
+                {
+                    Some(t) => scan_value(p, v.index() - n_in, t)?,
+                    None => return Err(fail(KernelError::Unsupported(UNWATCHED.into()))),
+                },
+            }
+        }
+        // Operands the kernel did not take (borrowed copies) are released now.
+        args.clear();
         let out = out.map_err(fail)?;
         // A folded sum has its product's type (`fold_sums`).
         if out.dtype() != node.ty.dtype || *out.shape() != node.ty.shape {
@@ -350,12 +383,22 @@ fn run_nodes(
                 node.ty
             ))));
         }
-        let bad = counted.unwrap_or_else(|| out.count_non_finite());
+        let bad = if check {
+            counted.unwrap_or_else(|| out.count_non_finite())
+        } else {
+            0
+        };
         if bad > 0 {
             return Err(non_finite(p, i, &out, bad));
         }
         env[slot] = Some(out);
+        if read_checked {
+            unchecked = Some(Var(slot as u32));
+        }
         free_dying(env, ops, last, i);
+    }
+    if let Some(v) = unchecked {
+        scan(p, env, v)?;
     }
     // A fused pass reports its nodes' conventions when it runs; the report lists them in
     // program order, as the interpreter finds them.
@@ -440,14 +483,47 @@ pub(super) fn kernel_error(p: &Program, i: usize, source: KernelError) -> EvalEr
     }
 }
 
+/// Why a reader asked to check a value made unchecked failed: it wrote over the value without
+/// counting it. Evaluation on the plain plan then checks every value itself.
+const UNWATCHED: &str = "the kernel wrote over a value it was asked to check, without checking it";
+
+/// The address of a float value's buffer.
+fn address(t: &Tensor) -> Option<usize> {
+    match t {
+        Tensor::F32(a) => Some(a.data().as_ptr() as usize),
+        Tensor::F64(a) => Some(a.data().as_ptr() as usize),
+        _ => None,
+    }
+}
+
+/// Checks `v`, a value made unchecked, held in `env`.
+fn scan(p: &Program, env: &[Option<Tensor>], v: Var) -> Result<(), EvalError> {
+    let value = env[v.index()].as_ref().ok_or(EvalError::ForeignPlan)?;
+    scan_value(p, v.index() - p.n_inputs(), value)
+}
+
+/// Checks `value`, node `i`'s.
+fn scan_value(p: &Program, i: usize, value: &Tensor) -> Result<(), EvalError> {
+    match value.count_non_finite() {
+        0 => Ok(()),
+        bad => Err(non_finite(p, i, value, bad)),
+    }
+}
+
 /// The error of node `i`'s value `out`, of which `count` elements are not finite.
 pub(super) fn non_finite(p: &Program, i: usize, out: &Tensor, count: usize) -> EvalError {
-    let node = &p.nodes()[i];
     let first = out
         .to_f64_vec()
         .iter()
         .position(|v| !v.is_finite())
         .unwrap_or(0);
+    non_finite_at(p, i, count, first)
+}
+
+/// The error of node `i`'s value, of which `count` elements are not finite, the first at
+/// element `first`.
+fn non_finite_at(p: &Program, i: usize, count: usize, first: usize) -> EvalError {
+    let node = &p.nodes()[i];
     EvalError::NonFinite {
         index: i,
         name: node.name.clone(),

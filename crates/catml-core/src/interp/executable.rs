@@ -39,7 +39,9 @@ fn empty_reuse(plan: &EvalPlan, program: &Program, arena: Option<&ArenaPlan>) ->
 /// product ([`EvalPlan::folding_sums`]); such a sum is within the budget of its k + 1 terms,
 /// and every other result is the interpreter's, bit for bit, chains of elementwise nodes
 /// included, which run as one pass each ([`EvalPlan::fusing_passes`]), and kernels reading or
-/// writing permutes in place ([`EvalPlan::permuting_in_place`]). A small program runs in
+/// writing permutes in place ([`EvalPlan::permuting_in_place`]). A large value read next by
+/// an elementwise pass is checked by that pass ([`EvalPlan::checking_in_readers`]). A small
+/// program runs in
 /// one buffer with a slot for each value instead, and gives the interpreter's results, bit for
 /// bit ([`in_one_buffer`](Self::in_one_buffer)).
 ///
@@ -110,7 +112,8 @@ impl Executable {
     /// `program` with a plan of the caller's choosing: [`EvalPlan::new`]'s, perhaps
     /// [`folding_sums`](EvalPlan::folding_sums), then perhaps
     /// [`fusing_passes`](EvalPlan::fusing_passes), then perhaps
-    /// [`permuting_in_place`](EvalPlan::permuting_in_place); any other plan (one of another
+    /// [`permuting_in_place`](EvalPlan::permuting_in_place), then perhaps
+    /// [`checking_in_readers`](EvalPlan::checking_in_readers); any other plan (one of another
     /// program, say) is refused. Every call follows that plan: a small program does not run
     /// in one buffer, as [`new`](Self::new)'s may.
     pub fn with_plan(program: Program, plan: EvalPlan) -> Result<Executable, EvalError> {
@@ -120,6 +123,7 @@ impl Executable {
             EvalPlan::folding_sums,
             EvalPlan::fusing_passes,
             EvalPlan::permuting_in_place,
+            EvalPlan::checking_in_readers,
         ] {
             let next: Vec<EvalPlan> = made.iter().map(|m| step(m.clone(), &program)).collect();
             made.extend(next);
@@ -265,7 +269,9 @@ impl Executable {
                 )
             })
         };
-        let rewritten = self.plan.folded_sums() > 0 || self.plan.fused_passes() > 0;
+        let rewritten = self.plan.folded_sums() > 0
+            || self.plan.fused_passes() > 0
+            || self.plan.checks_in_readers() > 0;
         match once(&self.plan, report.as_deref_mut(), results) {
             Err(EvalError::NonFinite { .. } | EvalError::Kernel { .. }) if rewritten => {
                 if let Some(r) = report.as_deref_mut() {

@@ -10,7 +10,8 @@
 //! - [`Executable`]: a program planned once, keeping its value buffers between calls, with
 //!   sums folded into the products that feed them (`fold`) and chains of elementwise nodes
 //!   run as one pass each (`fuse`), and permutes read and written in place by the kernels
-//!   next to them (`permutes`), and a small program run in one buffer (`arena`);
+//!   next to them (`permutes`), large values checked by the elementwise pass that reads them
+//!   next (`reader_checks`), and a small program run in one buffer (`arena`);
 //! - `rational`: exact values over arbitrary-precision rationals.
 
 mod arena;
@@ -24,6 +25,7 @@ mod params;
 mod permutes;
 mod plan;
 mod rational;
+mod reader_checks;
 mod shape;
 
 pub use budget::{

@@ -8,6 +8,7 @@ use super::eval::{EvalError, MAX_VALUE_BYTES};
 use super::fold::{fold_sums, steps_fit};
 use super::fuse::{fuse_groups, Group};
 use super::permutes::{permute_in_place, permutes_fit, PermutedRun};
+use super::reader_checks::reader_checks;
 use crate::ir::{Program, ResultStorage, Var};
 use crate::tensor::TensorType;
 
@@ -81,6 +82,9 @@ pub struct EvalPlan {
     pub(crate) groups: Vec<Group>,
     /// The permuted kernels' runs that `Step::Permuted` names.
     pub(crate) permuted: Vec<PermutedRun>,
+    /// For each node, whether its value is checked by the node reading it next
+    /// (`reader_checks.rs`); empty: every value is checked where it is made.
+    read_checks: Vec<bool>,
 }
 
 fn shape_of(p: &Program) -> (usize, usize, usize) {
@@ -113,6 +117,7 @@ impl EvalPlan {
             steps: Vec::new(),
             groups: Vec::new(),
             permuted: Vec::new(),
+            read_checks: Vec::new(),
         })
     }
 
@@ -245,7 +250,53 @@ impl EvalPlan {
     /// assert_eq!(compiled.peak().bytes, 64); // x and y
     /// ```
     pub fn compiled(self, p: &Program) -> EvalPlan {
-        self.folding_sums(p).fusing_passes(p).permuting_in_place(p)
+        (self.folding_sums(p).fusing_passes(p).permuting_in_place(p)).checking_in_readers(p)
+    }
+
+    /// This plan of `p`, with each large value that the next node reads in an elementwise
+    /// pass over it left for that pass to check, block by block as it reads it, instead of
+    /// being read again where it is made (`docs/memory.md`, "The non-finite check"). The
+    /// values, and the error of a value that is not finite, are the plan's without it.
+    ///
+    /// ```
+    /// use catml_core::interp::{eval_planned, EvalError, EvalOptions, EvalPlan};
+    /// use catml_core::ir::json;
+    /// use catml_core::prim::builtins;
+    /// use catml_core::tensor::Tensor;
+    ///
+    /// let text = r#"{"format": "lensir-module/1",
+    ///     "inputs": [{"name": "a", "shape": [64, 64]}, {"name": "b", "shape": [64, 64]}],
+    ///     "nodes": [{"name": "p", "op": "matmul", "operands": ["a", "b"]},
+    ///               {"name": "y", "op": "tanh", "operands": ["p"]}], "outputs": ["y"]}"#;
+    /// let p = json::from_str(text, builtins()).unwrap();
+    /// let plan = EvalPlan::new(&p).unwrap().checking_in_readers(&p);
+    /// assert_eq!(plan.checks_in_readers(), 1); // tanh checks the product as it reads it
+    /// let big = Tensor::f64([64, 64], vec![1e300; 4096]).unwrap();
+    /// let err = eval_planned(&p, &plan, &[big.clone(), big], EvalOptions::default());
+    /// assert!(matches!(err, Err(EvalError::NonFinite { index: 0, count: 4096, first: 0, .. })));
+    /// ```
+    pub fn checking_in_readers(self, p: &Program) -> EvalPlan {
+        let Some((_, last)) = self.to_rewrite(p) else {
+            return self;
+        };
+        let read_checks = reader_checks(p, &self.steps, &last);
+        if !read_checks.contains(&true) {
+            return self;
+        }
+        EvalPlan {
+            read_checks,
+            ..self
+        }
+    }
+
+    /// Whether node `i`'s value is checked by the node reading it next.
+    pub(crate) fn checked_by_reader(&self, i: usize) -> bool {
+        self.read_checks.get(i).copied().unwrap_or(false)
+    }
+
+    /// How many values are checked by the node reading them next.
+    pub fn checks_in_readers(&self) -> usize {
+        self.read_checks.iter().filter(|&&c| c).count()
     }
 
     /// Each node's step and each value's last reader, for a pass to rewrite; `None` when this
@@ -296,6 +347,7 @@ impl EvalPlan {
             && self.last.len() == p.n_vars()
             && steps_fit(&self.steps, p)
             && permutes_fit(&self.steps, &self.permuted, p)
+            && (self.read_checks.is_empty() || self.read_checks.len() == p.n_nodes())
             && self.plain_peak == peak_of(p, &dying(p), &[], &[])
     }
 

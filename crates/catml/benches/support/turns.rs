@@ -23,12 +23,18 @@ pub struct Times {
 }
 
 /// Runs each of `runs` `BATCH` times per turn, for `rounds` timed turns after one untimed turn
-/// (which fills the buffer pools).
+/// (which fills the buffer pools), the order of the runs reversed every other turn.
 pub fn take_turns<const N: usize>(rounds: usize, runs: [&mut dyn FnMut(); N]) -> [Times; N] {
     let mut times: [Vec<f64>; N] = std::array::from_fn(|_| Vec::with_capacity(rounds));
     let mut runs = runs;
     for round in 0..=rounds {
-        for (run, t) in runs.iter_mut().zip(&mut times) {
+        // Every other round in reverse, so that none always runs first (after another's work).
+        let mut order: [usize; N] = std::array::from_fn(|k| k);
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for k in order {
+            let (run, t) = (&mut runs[k], &mut times[k]);
             let start = Instant::now();
             for _ in 0..BATCH {
                 run();

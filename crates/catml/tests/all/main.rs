@@ -36,6 +36,7 @@ mod permutes_in_place;
 mod primitives;
 mod random;
 mod rational_composites;
+mod reader_checks;
 mod recurrent;
 mod rejections;
 mod reverse_semantics;

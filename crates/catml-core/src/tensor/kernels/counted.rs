@@ -2,13 +2,16 @@
 //! result's non-finite count (`tensor::checked`), count it block by block right after writing
 //! each block, while it is in cache, instead of leaving evaluation a pass of its own. The
 //! operation must be elementwise: it is applied to blocks of the pieces the plain passes use.
+//! The passes that write in place also count the value asked to be watched, where they write
+//! over it or read it, each block just before it is written.
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{count_non_finite, for_each_piece, for_each_piece_at, for_each_piece_with};
 use crate::tensor::alloc::{self, AllocError};
-use crate::tensor::{checked, Array, Float};
+use crate::tensor::checked::{self, Watched};
+use crate::tensor::{Array, Float};
 
 /// Elements written and then counted at a time (16 KiB of f64: well inside L1).
 const BLOCK: usize = 2048;
@@ -21,11 +24,66 @@ pub const COUNTED_MIN: usize = BLOCK;
 /// blocks' counts when evaluation asked for one (and the total reported), else with no
 /// counting. A result smaller than [`COUNTED_MIN`] is left to evaluation's scan.
 fn answering(len: usize, pass: impl FnOnce(Option<&AtomicUsize>)) {
-    if len < COUNTED_MIN {
-        pass(None)
-    } else {
-        counting(pass)
+    answering_watching::<u8>(len, &[], |found, _| pass(found))
+}
+
+/// [`answering`], with `pass(count, watch)` also given, when evaluation asks to watch one of
+/// the buffers starting at `read` (which the pass reads whole, in order), its position there
+/// and a [`Watch`] to count it into.
+fn answering_watching<T>(
+    len: usize,
+    read: &[*const T],
+    pass: impl FnOnce(Option<&AtomicUsize>, Option<(usize, &Watch)>),
+) {
+    let request = checked::asked().filter(|_| len >= COUNTED_MIN);
+    let Some(request) = request else {
+        return pass(None, None);
+    };
+    let found = AtomicUsize::new(0);
+    let watch = Watch::new();
+    let watched = read.iter().position(|&r| request.watches(r));
+    pass(Some(&found), watched.map(|k| (k, &watch)));
+    request.counted_watching(found.into_inner(), watched.map(|_| watch.found()));
+}
+
+/// The non-finite elements of a watched value, counted block by block across threads.
+struct Watch {
+    count: AtomicUsize,
+    first: AtomicUsize,
+}
+
+impl Watch {
+    fn new() -> Watch {
+        Watch {
+            count: AtomicUsize::new(0),
+            first: AtomicUsize::new(usize::MAX),
+        }
     }
+
+    /// Counts `block`, the watched value's elements from index `at`.
+    fn tally<T: Float>(&self, block: &[T], at: usize) {
+        let n = count_non_finite(block);
+        if n > 0 {
+            self.count.fetch_add(n, Ordering::Relaxed);
+            let first = block.iter().position(|x| !x.is_finite()).unwrap_or(0);
+            self.first.fetch_min(at + first, Ordering::Relaxed);
+        }
+    }
+
+    fn found(self) -> Watched {
+        let count = self.count.into_inner();
+        let first = if count == 0 {
+            0
+        } else {
+            self.first.into_inner()
+        };
+        Watched { count, first }
+    }
+}
+
+/// The index at which `part`, a subslice of the slice at address `whole`, starts.
+fn offset_in<T>(whole: usize, part: &[T]) -> usize {
+    (part.as_ptr() as usize - whole) / std::mem::size_of::<T>().max(1)
 }
 
 /// Runs `write(found)` for a kernel writing its node's whole result: with `found` adding up
@@ -64,12 +122,18 @@ fn add(found: &AtomicUsize, n: usize) {
     }
 }
 
-/// [`for_each_piece`] over a node's whole result, counted when asked.
+/// [`for_each_piece`] over a node's whole result, written over the values in `a`; counted
+/// when asked, and the values written over watched when asked.
 pub fn for_each_result_piece<T: Float>(a: &mut [T], f: impl Fn(&mut [T]) + Sync) {
-    answering(a.len(), |found| match found {
+    let base = a.as_ptr() as usize;
+    answering_watching(a.len(), &[a.as_ptr()], |found, watch| match found {
         None => for_each_piece(a, f),
         Some(found) => for_each_piece(a, |piece| {
-            let n = piece.chunks_mut(BLOCK).map(|b| {
+            let at = offset_in(base, piece);
+            let n = piece.chunks_mut(BLOCK).enumerate().map(|(i, b)| {
+                if let Some((_, w)) = watch {
+                    w.tally(b, at + i * BLOCK);
+                }
                 f(b);
                 count_non_finite(b)
             });
@@ -78,25 +142,35 @@ pub fn for_each_result_piece<T: Float>(a: &mut [T], f: impl Fn(&mut [T]) + Sync)
     })
 }
 
-/// [`for_each_piece_with`] over a node's whole result `a`, counted when asked.
-pub fn for_each_result_piece_with<T: Float, U: Sync>(
+/// [`for_each_piece_with`] over a node's whole result, written over the values in `a`;
+/// counted when asked, and `a`'s values or `b` watched when asked.
+pub fn for_each_result_piece_with<T: Float>(
     a: &mut [T],
-    b: &[U],
-    f: impl Fn(&mut [T], &[U]) + Sync,
+    b: &[T],
+    f: impl Fn(&mut [T], &[T]) + Sync,
 ) {
-    answering(a.len(), |found| match found {
-        None => for_each_piece_with(a, b, f),
-        Some(found) => for_each_piece_with(a, b, |piece, other| {
-            let n = piece
-                .chunks_mut(BLOCK)
-                .zip(other.chunks(BLOCK))
-                .map(|(x, y)| {
+    let base = a.as_ptr() as usize;
+    answering_watching(
+        a.len(),
+        &[a.as_ptr(), b.as_ptr()],
+        |found, watch| match found {
+            None => for_each_piece_with(a, b, f),
+            Some(found) => for_each_piece_with(a, b, |piece, other| {
+                let at = offset_in(base, piece);
+                let blocks = piece.chunks_mut(BLOCK).zip(other.chunks(BLOCK));
+                let n = blocks.enumerate().map(|(i, (x, y))| {
+                    match watch {
+                        Some((0, w)) => w.tally(x, at + i * BLOCK),
+                        Some((_, w)) => w.tally(y, at + i * BLOCK),
+                        None => {}
+                    }
                     f(x, y);
                     count_non_finite(x)
                 });
-            add(found, n.sum());
-        }),
-    })
+                add(found, n.sum());
+            }),
+        },
+    )
 }
 
 /// [`for_each_piece_at`] over a node's whole, uninitialised result, counted when asked; `f`
@@ -243,6 +317,57 @@ mod tests {
         assert_eq!(count, Some(8), "ln of 0 and of negatives");
         assert_eq!(mapped.data()[n - 1], ((n - 8) as f64).ln());
         assert_eq!(a.data()[n - 1], (n - 1) as f64, "the operand is untouched");
+    }
+
+    #[test]
+    fn a_pass_counts_the_watched_value_it_writes_over_or_reads() {
+        // Several blocks, and two pieces on two threads: the first non-finite element is in
+        // the second piece's block after one in the first piece's.
+        let n = 20 * BLOCK + 7;
+        let with_holes = |at: &[usize]| {
+            let mut v: Vec<f64> = (0..n).map(|i| i as f64).collect();
+            at.iter().for_each(|&i| v[i] = f64::NAN);
+            v
+        };
+        let mut a = with_holes(&[BLOCK + 3, 15 * BLOCK, 15 * BLOCK + 1]);
+        let watched = Some(a.as_ptr() as usize);
+        let (_, count, found) = checked::asking_watching(watched, || {
+            for_each_result_piece(&mut a, |d| d.iter_mut().for_each(|v| *v = v.min(1.0)))
+        });
+        // min(NaN, 1) is 1: the result hides what the watched value held.
+        assert_eq!(
+            (count, found),
+            (
+                Some(0),
+                Some(Watched {
+                    count: 3,
+                    first: BLOCK + 3
+                })
+            )
+        );
+        let b = with_holes(&[n - 1]);
+        for watch_b in [true, false] {
+            let mut a = vec![1.0; n];
+            let (watched, want) = match watch_b {
+                true => (b.as_ptr(), (n - 1, 1)),
+                false => (a.as_ptr(), (0, 0)),
+            };
+            let (_, count, found) = checked::asking_watching(Some(watched as usize), || {
+                for_each_result_piece_with(&mut a, &b, |x, y| {
+                    x.iter_mut().zip(y).for_each(|(x, y)| *x = y * 0.0 + 1.0)
+                })
+            });
+            let (first, bad) = want;
+            assert_eq!(count, Some(1), "the result holds the NaN of b");
+            assert_eq!(found, Some(Watched { count: bad, first }));
+        }
+        // Another buffer is not watched: the request is answered for the result alone.
+        let mut a = vec![1.0; n];
+        let other = [0.0f64; 4];
+        let (_, count, found) = checked::asking_watching(Some(other.as_ptr() as usize), || {
+            for_each_result_piece(&mut a, |d| d.fill(2.0))
+        });
+        assert_eq!((count, found), (Some(0), None));
     }
 
     #[test]

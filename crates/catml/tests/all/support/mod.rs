@@ -116,13 +116,10 @@ pub fn flat(ts: &[Tensor]) -> Vec<f64> {
     ts.iter().flat_map(Tensor::to_f64_vec).collect()
 }
 
-/// The executable `Executable::new` makes of `p` (its plan folds sums, fuses passes and reads
-/// permutes in place), evaluating on tensors even where `new` would run a small program in one
-/// buffer: for tests of those plans' evaluation.
+/// The executable `Executable::new` makes of `p` (its plan folds sums, fuses passes, reads
+/// permutes in place and checks values in their readers), evaluating on tensors even where
+/// `new` would run a small program in one buffer: for tests of those plans' evaluation.
 pub fn on_tensors(p: Program) -> Result<catml::interp::Executable, catml::interp::EvalError> {
-    let plan = catml::interp::EvalPlan::new(&p)?
-        .folding_sums(&p)
-        .fusing_passes(&p)
-        .permuting_in_place(&p);
+    let plan = catml::interp::EvalPlan::new(&p)?.compiled(&p);
     catml::interp::Executable::with_plan(p, plan)
 }
