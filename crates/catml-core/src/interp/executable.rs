@@ -41,9 +41,8 @@ fn empty_reuse(plan: &EvalPlan, program: &Program, arena: Option<&ArenaPlan>) ->
 /// included, which run as one pass each ([`EvalPlan::fusing_passes`]), and kernels reading or
 /// writing permutes in place ([`EvalPlan::permuting_in_place`]). A large value read next by
 /// an elementwise pass is checked by that pass ([`EvalPlan::checking_in_readers`]). A small
-/// program runs in
-/// one buffer with a slot for each value instead, and gives the interpreter's results, bit for
-/// bit ([`in_one_buffer`](Self::in_one_buffer)).
+/// program runs in one buffer with a slot for each value instead, and gives the interpreter's
+/// results, bit for bit ([`in_one_buffer`](Self::in_one_buffer)).
 ///
 /// ```
 /// use catml_core::interp::{EvalOptions, Executable};
@@ -232,8 +231,8 @@ impl Executable {
 
     /// One evaluation on the plan, on this thread. A folded sum is checked where its product
     /// runs, and a fused pass where its last node runs, so after a non-finite value or a
-    /// kernel's error the call is made again on the plain plan: the error then names the node
-    /// the interpreter names.
+    /// kernel's error (a reader that wrote over a value left to it unchecked, say) the call is
+    /// made again on the plain plan: the error then names the node the interpreter names.
     fn call_here(
         &self,
         inputs: &[Tensor],

@@ -250,13 +250,17 @@ impl EvalPlan {
     /// assert_eq!(compiled.peak().bytes, 64); // x and y
     /// ```
     pub fn compiled(self, p: &Program) -> EvalPlan {
-        (self.folding_sums(p).fusing_passes(p).permuting_in_place(p)).checking_in_readers(p)
+        self.folding_sums(p)
+            .fusing_passes(p)
+            .permuting_in_place(p)
+            .checking_in_readers(p)
     }
 
     /// This plan of `p`, with each large value that the next node reads in an elementwise
     /// pass over it left for that pass to check, block by block as it reads it, instead of
-    /// being read again where it is made (`docs/memory.md`, "The non-finite check"). The
-    /// values, and the error of a value that is not finite, are the plan's without it.
+    /// being read again where it is made (`docs/memory.md`, "Values checked by their
+    /// reader"). The values, and the error of a value that is not finite, are the plan's
+    /// without it.
     ///
     /// ```
     /// use catml_core::interp::{eval_planned, EvalError, EvalOptions, EvalPlan};
@@ -276,10 +280,10 @@ impl EvalPlan {
     /// assert!(matches!(err, Err(EvalError::NonFinite { index: 0, count: 4096, first: 0, .. })));
     /// ```
     pub fn checking_in_readers(self, p: &Program) -> EvalPlan {
-        let Some((_, last)) = self.to_rewrite(p) else {
+        if !self.fits(p) {
             return self;
-        };
-        let read_checks = reader_checks(p, &self.steps, &last);
+        }
+        let read_checks = reader_checks(p, &self.steps, &self.last);
         if !read_checks.contains(&true) {
             return self;
         }

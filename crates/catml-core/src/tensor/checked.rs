@@ -14,7 +14,8 @@
 //! A request may also name a value the kernel reads, by its buffer's address, for the kernel
 //! to count as it reads it ([`asking_watching`], [`Request::watches`]): evaluation defers the
 //! check of a value made just before to the elementwise pass that reads it next, and often
-//! writes over it, while each block is in cache (`docs/memory.md`, "The non-finite check").
+//! writes over it, while each block is in cache (`docs/memory.md`, "Values checked by their
+//! reader").
 //! A kernel that does not answer for the watched value leaves evaluation to check it.
 //!
 //! Requests nest: a kernel that evaluates a program of its own (a scan's body, say) starts an
@@ -56,7 +57,9 @@ pub struct Request {
 /// the index of the first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Watched {
+    /// How many elements are NaN or infinite.
     pub count: usize,
+    /// The index of the first of them (0 when there is none).
     pub first: usize,
 }
 

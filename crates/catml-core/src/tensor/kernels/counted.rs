@@ -35,7 +35,8 @@ fn answering_watching<T>(
     read: &[*const T],
     pass: impl FnOnce(Option<&AtomicUsize>, Option<(usize, &Watch)>),
 ) {
-    let request = checked::asked().filter(|_| len >= COUNTED_MIN);
+    // A small result leaves the request open, unanswered.
+    let request = (len >= COUNTED_MIN).then(checked::asked).flatten();
     let Some(request) = request else {
         return pass(None, None);
     };
