@@ -1,4 +1,5 @@
-//! The attention workload shared by `benches/attention.rs` and `examples/attention_timings.rs`:
+//! The attention workload shared by `benches/attention.rs` and `examples/attention_timings.rs`
+//! (its programs, of any size, also serve the tests of permutes read in place):
 //! one self-attention block (batch 8, sequence 128, width 128, 4 heads, no mask) with affine
 //! projections; `forward` evaluates it, `value_and_grad` evaluates the reverse program of the
 //! sum of its output (the value and the gradient with respect to every input). Both programs are
@@ -7,7 +8,7 @@
 
 use catml::ad::vjp;
 use catml::interp::{EvalOptions, Executable};
-use catml::ir::{Builder, InputKind};
+use catml::ir::{Builder, InputKind, Program};
 use catml::prim::attention::{multi_head_attention, AttentionSpec, AttentionWeights};
 use catml::prim::{AttentionMask, Ops};
 use catml::tensor::{DType, Tensor, TensorType};
@@ -29,48 +30,15 @@ pub struct Workload {
 impl Workload {
     pub fn new(dtype: DType) -> Workload {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
-        let mut b = Builder::new();
-        let mut inputs = Vec::new();
-        let mut add = |b: &mut Builder, name: &str, dims: &[usize], scale: f64, kind| {
-            let ty = TensorType::new(dtype, dims.to_vec());
+        let draw = |ty: &TensorType, scale: f64| {
             let data = (0..ty.numel())
                 .map(|_| scale * (2.0 * rng.random::<f64>() - 1.0))
                 .collect();
-            inputs.push(Tensor::from_f64s(dtype, dims.to_vec(), data).unwrap());
-            b.input(name, ty, kind).unwrap()
+            Tensor::from_f64s(ty.dtype, ty.shape.dims().to_vec(), data).unwrap()
         };
-        let x = add(&mut b, "x", &[BATCH, SEQ, WIDTH], 1.0, InputKind::Data);
-        let s = 1.0 / (WIDTH as f64).sqrt();
-        let mut w = Vec::new();
-        for name in ["q", "k", "v", "o"] {
-            w.push(add(
-                &mut b,
-                &format!("W{name}"),
-                &[WIDTH, WIDTH],
-                s,
-                InputKind::Param,
-            ));
-            w.push(add(
-                &mut b,
-                &format!("b{name}"),
-                &[WIDTH],
-                s,
-                InputKind::Param,
-            ));
-        }
-        let weights = AttentionWeights::from_array(w.try_into().expect("eight weights"));
-        let spec = AttentionSpec {
-            heads: HEADS,
-            mask: AttentionMask::none(),
-            recompute_weights: false,
-        };
-        let y = multi_head_attention(&mut b, x, x, &weights, &spec).unwrap();
-        let mut lb = b.clone();
-        let forward = b.finish(&[y]).unwrap();
-        let l = lb.sum(y, None).unwrap();
-        let backward = vjp(&lb.finish(&[l]).unwrap()).unwrap().program;
-        let mut backward_inputs = inputs.clone();
-        backward_inputs.push(Tensor::scalar(dtype, 1.0));
+        let sizes = [BATCH, SEQ, WIDTH, HEADS];
+        let [(forward, inputs), (backward, backward_inputs)] =
+            programs(dtype, sizes, AttentionMask::none(), draw);
         let compiled = [forward, backward].map(|p| Executable::new(p).expect("plans"));
         Workload {
             compiled,
@@ -90,4 +58,45 @@ impl Workload {
             .run(&self.backward_inputs, EvalOptions::default())
             .unwrap()
     }
+}
+
+/// A self-attention block of `[batch, sequence, width, heads]` with affine projections and
+/// `mask`, and the reverse program of the sum of its output, each with its inputs: x, then
+/// the weight and bias of q, k, v and o, each drawn by `draw(type, scale)` (scale 1 for x,
+/// 1/√width for the rest), and for the reverse program the seed 1 last.
+pub fn programs(
+    dtype: DType,
+    [batch, seq, width, heads]: [usize; 4],
+    mask: AttentionMask,
+    mut draw: impl FnMut(&TensorType, f64) -> Tensor,
+) -> [(Program, Vec<Tensor>); 2] {
+    let mut b = Builder::new();
+    let mut inputs = Vec::new();
+    let mut add = |b: &mut Builder, name: &str, dims: &[usize], scale: f64, kind| {
+        let ty = TensorType::new(dtype, dims.to_vec());
+        inputs.push(draw(&ty, scale));
+        b.input(name, ty, kind).unwrap()
+    };
+    let x = add(&mut b, "x", &[batch, seq, width], 1.0, InputKind::Data);
+    let s = 1.0 / (width as f64).sqrt();
+    let mut w = Vec::new();
+    for name in ["q", "k", "v", "o"] {
+        let param = InputKind::Param;
+        w.push(add(&mut b, &format!("W{name}"), &[width, width], s, param));
+        w.push(add(&mut b, &format!("b{name}"), &[width], s, param));
+    }
+    let weights = AttentionWeights::from_array(w.try_into().expect("eight weights"));
+    let spec = AttentionSpec {
+        heads,
+        mask,
+        recompute_weights: false,
+    };
+    let y = multi_head_attention(&mut b, x, x, &weights, &spec).unwrap();
+    let mut lb = b.clone();
+    let forward = b.finish(&[y]).unwrap();
+    let l = lb.sum(y, None).unwrap();
+    let backward = vjp(&lb.finish(&[l]).unwrap()).unwrap().program;
+    let mut seeded = inputs.clone();
+    seeded.push(Tensor::scalar(dtype, 1.0));
+    [(forward, inputs), (backward, seeded)]
 }

@@ -5,6 +5,9 @@ mod lowering_checks;
 mod support;
 // The benchmarks' workloads, so that tests and benchmarks build one program each.
 #[allow(dead_code)]
+#[path = "../../benches/support/attention_block.rs"]
+mod attention_block;
+#[allow(dead_code)]
 #[path = "../../benches/workloads/mod.rs"]
 mod workloads;
 

@@ -2,10 +2,8 @@
 //! read in place"): every value is the interpreter's, bit for bit; errors name the nodes the
 //! interpreter names; and a plan of another program is refused.
 
-use catml::ad::vjp;
 use catml::interp::{self, EvalError, EvalOptions, EvalPlan, Executable};
 use catml::ir::{Builder, InputKind, Program};
-use catml::prim::attention::{multi_head_attention, AttentionSpec, AttentionWeights};
 use catml::prim::{AttentionMask, Ops};
 use catml::tensor::{DType, Tensor, TensorType};
 
@@ -21,42 +19,16 @@ fn values(dtype: DType, dims: &[usize], seed: usize) -> Tensor {
 /// A self-attention block of batch 2, sequence `t`, width 16 and 4 heads, and the reverse
 /// program of the sum of its output, with their inputs (the seed 1 last for the reverse one).
 fn attention(dtype: DType, t: usize, causal: bool) -> [(Program, Vec<Tensor>); 2] {
-    let mut b = Builder::new();
-    let mut inputs = Vec::new();
-    let mut add = |b: &mut Builder, name: &str, dims: &[usize], kind| {
-        inputs.push(values(dtype, dims, inputs.len()));
-        b.input(name, TensorType::new(dtype, dims.to_vec()), kind)
-            .unwrap()
-    };
-    let x = add(&mut b, "x", &[2, t, 16], InputKind::Data);
-    let mut w = Vec::new();
-    for name in ["q", "k", "v", "o"] {
-        w.push(add(
-            &mut b,
-            &format!("W{name}"),
-            &[16, 16],
-            InputKind::Param,
-        ));
-        w.push(add(&mut b, &format!("b{name}"), &[16], InputKind::Param));
-    }
-    let weights = AttentionWeights::from_array(w.try_into().expect("eight weights"));
     let mask = match causal {
         true => AttentionMask::causal(),
         false => AttentionMask::none(),
     };
-    let spec = AttentionSpec {
-        heads: 4,
-        mask,
-        recompute_weights: false,
+    let mut seed = 0;
+    let draw = |ty: &TensorType, _scale| {
+        seed += 1;
+        values(dtype, ty.shape.dims(), seed - 1)
     };
-    let y = multi_head_attention(&mut b, x, x, &weights, &spec).unwrap();
-    let mut lb = b.clone();
-    let forward = b.finish(&[y]).unwrap();
-    let l = lb.sum(y, None).unwrap();
-    let backward = vjp(&lb.finish(&[l]).unwrap()).unwrap().program;
-    let mut seeded = inputs.clone();
-    seeded.push(Tensor::from_f64s(dtype, vec![], vec![1.0]).unwrap());
-    [(forward, inputs), (backward, seeded)]
+    crate::attention_block::programs(dtype, [2, t, 16, 4], mask, draw)
 }
 
 #[test]
