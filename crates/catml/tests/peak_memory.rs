@@ -35,9 +35,17 @@ static LARGE_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Allocations of any size so far.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 const LARGE: usize = 64 << 10;
+/// Allocations of at least this many bytes fail, as when memory has run out.
+static REFUSED_FROM: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// Allocations refused so far.
+static REFUSED: AtomicUsize = AtomicUsize::new(0);
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if layout.size() >= REFUSED_FROM.load(Ordering::Relaxed) {
+            REFUSED.fetch_add(1, Ordering::Relaxed);
+            return std::ptr::null_mut();
+        }
         let p = System.alloc(layout);
         if !p.is_null() {
             let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
@@ -101,6 +109,7 @@ fn the_measured_peak_matches_the_plans() {
             an_executable_allocates_no_value_buffer_in_its_steady_state();
             an_executable_fed_its_own_results_allocates_no_value_buffer();
             an_executable_allocates_nothing_in_its_steady_state();
+            a_slab_that_cannot_be_had_is_asked_for_once_a_call();
         });
 }
 
@@ -321,6 +330,31 @@ fn an_executable_fed_its_own_results_allocates_no_value_buffer() {
         steady, 0,
         "a step fed its own results allocated value buffers"
     );
+}
+
+/// An executable whose slab cannot be allocated (memory has run out for blocks of its size)
+/// gives its values buffers of their own, with the same results, and asks for the slab once a
+/// call, not once for each value placed in it.
+fn a_slab_that_cannot_be_had_is_asked_for_once_a_call() {
+    let w = workloads::tied_residual(256, 512, DType::F64);
+    let want = eval_with_options(&w.program, &w.inputs, EvalOptions::default()).unwrap();
+    // The first call learns where values go; the GEMM's lasting scratch is made by then too.
+    let exe = Executable::new(w.program.clone()).unwrap();
+    drop(exe.run(&w.inputs, EvalOptions::default()).unwrap());
+    // Every value is 1 MiB; the slab holds at least two of them.
+    REFUSED_FROM.store(2 << 20, Ordering::Relaxed);
+    let before = REFUSED.load(Ordering::Relaxed);
+    let calls: Vec<_> = (0..2)
+        .map(|_| exe.run(&w.inputs, EvalOptions::default()))
+        .collect();
+    let refused = REFUSED.load(Ordering::Relaxed) - before;
+    REFUSED_FROM.store(usize::MAX, Ordering::Relaxed);
+    println!("slab allocations refused over two calls: {refused}");
+    for got in calls {
+        assert_eq!(got.unwrap(), want);
+    }
+    assert_eq!(refused, 2, "one request for the slab a call");
+    assert_eq!(exe.shared_bytes().map(|b| b >= 2 << 20), Some(true));
 }
 
 /// Allocations of any size made by `f`.

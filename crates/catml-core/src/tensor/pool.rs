@@ -123,13 +123,14 @@ enum Sharing {
 }
 
 /// The places learnt, the slab made for them (while the pool has room for it), how many
-/// requests the call has made so far, and the buffers out that serve requests whose range was
-/// held (by address).
+/// requests the call has made so far, whether the slab could not be had in this call, and the
+/// buffers out that serve requests whose range was held (by address).
 #[derive(Debug)]
 struct Following {
     buffers: SharedBuffers,
     slab: Option<Arc<Slab>>,
     next: usize,
+    no_slab: bool,
     stand_ins: Vec<usize>,
 }
 
@@ -184,7 +185,10 @@ impl BufferPool {
         match &mut self.sharing {
             Sharing::Off => {}
             Sharing::Tracing(trace) => **trace = Trace::default(),
-            Sharing::Following(following) => following.next = 0,
+            Sharing::Following(following) => {
+                following.next = 0;
+                following.no_slab = false;
+            }
         }
     }
 
@@ -196,6 +200,7 @@ impl BufferPool {
             self.sharing = Sharing::Following(Box::new(Following {
                 buffers,
                 slab: None,
+                no_slab: false,
                 next: 0,
                 stand_ins: Vec::new(),
             }));
@@ -277,19 +282,22 @@ impl BufferPool {
                 return Some(unsafe { Elems::from_heap(ptr.cast(), n) });
             }
             // A request placed in the slab gets its part, when no value still out holds any of
-            // it; a pool without room for all the buffers learnt makes no slab.
+            // it; a pool without room for all the buffers learnt makes no slab, and a call
+            // that could not have it asks once.
             Sharing::Following(following) => {
                 let Following {
                     buffers,
                     slab,
                     next,
+                    no_slab,
                     ..
                 } = &mut **following;
                 let offset = buffers.offset_for(*next, layout);
                 *next += 1;
                 if let Some(offset) = offset {
-                    if slab.is_none() && buffers.total() <= self.limit {
+                    if slab.is_none() && !*no_slab && buffers.total() <= self.limit {
                         *slab = Slab::new(buffers.slab());
+                        *no_slab = slab.is_none();
                     }
                     if let Some(slab) = slab {
                         if let Some(ptr) = slab.claim(offset, layout.size()) {
