@@ -41,6 +41,8 @@ pub(super) struct ArenaPlan {
     /// Each value's first element and length, inputs first, then nodes.
     slots: Vec<(usize, usize)>,
     kernels: Vec<Kernel>,
+    /// Where the nodes' own slots begin: every slot from here on is a node's.
+    nodes_at: usize,
     len: usize,
 }
 
@@ -92,7 +94,11 @@ impl ArenaPlan {
         let mut slots = Vec::with_capacity(p.n_vars());
         let mut kernels = Vec::with_capacity(p.nodes().len());
         let mut len = 0usize;
+        let mut nodes_at = 0;
         for v in 0..p.n_vars() {
+            if v == n_in {
+                nodes_at = len;
+            }
             let ty = p.ty(Var(v as u32));
             if ty.dtype != dtype {
                 return None;
@@ -120,6 +126,7 @@ impl ArenaPlan {
             dtype,
             slots,
             kernels,
+            nodes_at,
             len,
         })
     }
@@ -194,13 +201,13 @@ impl ArenaPlan {
             let x = T::array(x).filter(|x| *x.shape() == decl.ty.shape)?;
             buffer[at..at + len].copy_from_slice(x.data());
         }
-        let not_finite = |v: &[T]| check && v.iter().any(|x| !x.is_finite());
         for ((node, kernel), &(at, len)) in
             (p.nodes().iter().zip(&self.kernels)).zip(&self.slots[n_in..])
         {
             if matches!(kernel, Kernel::Shared | Kernel::Held) {
-                // Checked as the interpreter checks a copy, or a constant.
-                if not_finite(&buffer[at..at + len]) {
+                // A copy of an input is checked as the interpreter checks it; every slot of
+                // the nodes' own is checked once, after the last node.
+                if check && at < self.nodes_at && T::any_non_finite(&buffer[at..at + len]) {
                     return None;
                 }
                 continue;
@@ -247,9 +254,11 @@ impl ArenaPlan {
                 }
                 Kernel::Shared | Kernel::Held => {}
             }
-            if not_finite(out) {
-                return None;
-            }
+        }
+        // One test of every node's value: a value that is not finite leaves the call to the
+        // evaluation on tensors, which names the first node that made one.
+        if check && T::any_non_finite(&buffer[self.nodes_at..]) {
+            return None;
         }
         results.reserve(p.outputs().len());
         for o in p.outputs() {
