@@ -502,8 +502,8 @@ fn scan(p: &Program, env: &[Option<Tensor>], v: Var) -> Result<(), EvalError> {
     scan_value(p, v.index() - p.n_inputs(), value)
 }
 
-/// Checks `value`, node `i`'s.
-fn scan_value(p: &Program, i: usize, value: &Tensor) -> Result<(), EvalError> {
+/// Checks `value`, node `i`'s, for non-finite elements: the error naming the node, if any.
+pub(super) fn scan_value(p: &Program, i: usize, value: &Tensor) -> Result<(), EvalError> {
     match value.count_non_finite() {
         0 => Ok(()),
         bad => Err(non_finite(p, i, value, bad)),

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use smallvec::SmallVec;
 
-use super::eval::{convention_hit, kernel_error, non_finite, EvalError, EvalReport};
+use super::eval::{convention_hit, kernel_error, scan_value, EvalError, EvalReport};
 use super::plan::Step;
 use crate::ir::{BlockKernel, KernelError, Program, Reads, SliceKernel, SliceOperand, Var};
 use crate::tensor::{alloc, kernels, Array, DType, Float, Tensor};
@@ -522,9 +522,8 @@ fn one_by_one(
         }
         let value = prim.eval(&x).map_err(|e| kernel_error(p, m, e))?;
         drop(x);
-        let bad = if check { value.count_non_finite() } else { 0 };
-        if bad > 0 {
-            return Err(non_finite(p, m, &value, bad));
+        if check {
+            scan_value(p, m, &value)?;
         }
         values.push(value);
     }

@@ -81,16 +81,13 @@ fn every_elementwise_reader_checks_the_product_it_reads() {
     }
 }
 
-/// Inputs whose product overflows in row 3 from column 10 on: a[3, 5] is near the largest
-/// f32, and b's row 5 is 2 from column 10 on.
+/// Inputs whose product overflows in row 3 from column 10 on: a[3, 5] is near the dtype's
+/// largest finite value, and b's row 5 is 2 from column 10 on.
 fn overflowing(dtype: DType) -> Vec<Tensor> {
     let mut x: Vec<Vec<f64>> = inputs(dtype).iter().map(Tensor::to_f64_vec).collect();
-    x[0][3 * N + 5] = 3e38;
+    x[0][3 * N + 5] = if dtype == DType::F64 { 1.7e308 } else { 3e38 };
     for j in 10..N {
         x[1][5 * N + j] = 2.0;
-    }
-    if dtype == DType::F64 {
-        x[0][3 * N + 5] = 1.7e308;
     }
     let x = x
         .into_iter()
